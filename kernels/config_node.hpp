@@ -1,0 +1,143 @@
+// Strict YAML access for every configurable object (envs, policies, runner).
+//
+// A ConfigNode is a YAML map plus where it came from (file, dotted key path),
+// so every error names "file:line:col: key.path: what is wrong". Unknown keys
+// are errors (a typo must not silently fall back to a default), and each
+// optional key has its one written default at the call site of get().
+// Header-only; lives beside check.hpp because envs, policy and tools all use it.
+#pragma once
+
+#include <initializer_list>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "kernels/check.hpp"
+
+namespace mambarl {
+
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+class ConfigNode {
+ public:
+  ConfigNode() = default;
+  ConfigNode(YAML::Node node, std::string file, std::string path = "")
+      : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {}
+
+  const YAML::Node& yaml() const { return node_; }
+  const std::string& file() const { return file_; }
+  const std::string& path() const { return path_; }
+  bool defined() const { return node_.IsDefined() && !node_.IsNull(); }
+  bool has(const std::string& key) const { return defined() && node_.IsMap() && node_[key].IsDefined(); }
+
+  std::string key_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+  // "file:line:col" of this node (or of `key` inside it, when present).
+  std::string where(const std::string& key = "") const {
+    YAML::Mark m = node_.Mark();
+    if (!key.empty() && has(key)) m = node_[key].Mark();
+    std::ostringstream os;
+    os << file_;
+    if (m.line >= 0) os << ":" << m.line + 1 << ":" << m.column + 1;
+    return os.str();
+  }
+
+  [[noreturn]] void fail(const std::string& key, const std::string& msg) const {
+    throw ConfigError(where(key) + ": " + (key.empty() ? path_ : key_path(key)) + ": " + msg);
+  }
+
+  // The sub-map at `key` (an undefined node when absent; get() then gives defaults).
+  ConfigNode child(const std::string& key) const {
+    if (has(key) && !node_[key].IsMap() && !node_[key].IsNull()) fail(key, "expected a map");
+    return ConfigNode(has(key) ? node_[key] : YAML::Node(YAML::NodeType::Undefined), file_,
+                      key_path(key));
+  }
+
+  template <typename T>
+  T get(const std::string& key, const T& fallback) const {
+    return has(key) ? convert<T>(key) : fallback;
+  }
+  template <typename T>
+  T require(const std::string& key) const {
+    if (!has(key)) fail(key, "required key is missing");
+    return convert<T>(key);
+  }
+  // Like get(), and also checks lo <= value <= hi.
+  template <typename T>
+  T get_in(const std::string& key, const T& fallback, const T& lo, const T& hi) const {
+    const T v = get<T>(key, fallback);
+    if (v < lo || v > hi) {
+      std::ostringstream os;
+      os << "value " << v << " is out of range [" << lo << ", " << hi << "]";
+      fail(key, os.str());
+    }
+    return v;
+  }
+  // A string that must be one of `choices`.
+  std::string get_choice(const std::string& key, const std::string& fallback,
+                         std::initializer_list<const char*> choices) const {
+    const std::string v = get<std::string>(key, fallback);
+    for (const char* c : choices)
+      if (v == c) return v;
+    fail(key, "'" + v + "' is not one of " + join(choices));
+  }
+
+  // Every key of this map must be in `known`.
+  void check_known(std::initializer_list<const char*> known) const {
+    check_known(std::vector<std::string>(known.begin(), known.end()));
+  }
+  void check_known(const std::vector<std::string>& known) const {
+    if (!defined()) return;
+    if (!node_.IsMap()) fail("", "expected a map");
+    for (const auto& kv : node_) {
+      const std::string k = kv.first.as<std::string>();
+      bool ok = false;
+      for (const auto& c : known) ok = ok || (k == c);
+      if (!ok) {
+        std::ostringstream os;
+        os << file_ << ":" << kv.first.Mark().line + 1 << ":" << kv.first.Mark().column + 1 << ": "
+           << key_path(k) << ": unknown key (known: ";
+        for (size_t i = 0; i < known.size(); ++i) os << (i ? ", " : "") << known[i];
+        os << ")";
+        throw ConfigError(os.str());
+      }
+    }
+  }
+
+ private:
+  static std::string join(std::initializer_list<const char*> cs) {
+    std::string s;
+    for (const char* c : cs) s += (s.empty() ? "" : "|") + std::string(c);
+    return s;
+  }
+
+  template <typename T>
+  T convert(const std::string& key) const {
+    const YAML::Node v = node_[key];
+    if (!v.IsScalar()) fail(key, "expected a scalar value");
+    try {
+      return v.as<T>();
+    } catch (const YAML::Exception&) {
+      fail(key, "cannot read '" + v.Scalar() + "' as " + type_name<T>());
+    }
+  }
+
+  template <typename T>
+  static const char* type_name() {
+    if constexpr (std::is_same_v<T, bool>) return "a boolean";
+    else if constexpr (std::is_integral_v<T>) return "an integer";
+    else if constexpr (std::is_floating_point_v<T>) return "a number";
+    else return "a string";
+  }
+
+  YAML::Node node_;
+  std::string file_;
+  std::string path_;
+};
+
+}  // namespace mambarl

@@ -1,0 +1,28 @@
+// Eigen aliases used throughout the CPU reference.
+//
+// Every activation is a row-major matrix whose rows are tokens: row t*B + b is
+// env (sequence) b at time t of a [T, B] chunk. Row-major keeps one token's
+// features contiguous, which is also the layout the GPU kernels use.
+#pragma once
+
+#include <Eigen/Core>
+
+namespace mambarl {
+
+template <typename S>
+using Mat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename S>
+using Vec = Eigen::Matrix<S, Eigen::Dynamic, 1>;
+template <typename S>
+using RowVec = Eigen::Matrix<S, 1, Eigen::Dynamic>;
+
+template <typename S>
+using MatMap = Eigen::Map<Mat<S>>;
+template <typename S>
+using ConstMatMap = Eigen::Map<const Mat<S>>;
+template <typename S>
+using VecMap = Eigen::Map<Vec<S>>;
+template <typename S>
+using ConstVecMap = Eigen::Map<const Vec<S>>;
+
+}  // namespace mambarl
