@@ -1,0 +1,181 @@
+// BatchedEnv<Env>: the one VecEnv implementation behind every bundled env type.
+// It owns B copies of a plain env struct and does, once for all types, what
+// Gymnasium's vector envs and TimeLimit do: action validation, the time limit,
+// auto-reset inside step, final_obs and per-episode return/length bookkeeping.
+//
+// An Env is a plain, copyable struct (after envpool / PufferLib ocean) holding
+// its parameters and the state of ONE episode, writing into slices the caller owns:
+//   EnvSpec spec() const;                      // declarative; the same for every copy
+//   void reset(Rng& rng, float* obs);          // starts an episode; writes its first obs (obs_dim)
+//   EnvStepResult step(int action, float* obs); // action in [0, spec().action.n); writes the next obs
+//   void render(std::ostream& os) const;       // text picture of the current state
+// The env decides `terminated`; `truncated` comes from spec().max_episode_steps here.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <ostream>
+#include <type_traits>
+#include <vector>
+
+#include "envs/vec_env.hpp"
+#include "kernels/check.hpp"
+#include "kernels/rng.hpp"
+
+namespace mambarl {
+
+struct EnvStepResult {
+  float reward = 0.0f;
+  bool terminated = false;
+};
+
+template <typename Env>
+class BatchedEnv final : public VecEnv {
+  static_assert(std::is_trivially_copyable_v<Env>, "env state is saved as raw bytes");
+
+ public:
+  BatchedEnv(const Env& prototype, int num_envs)
+      : spec_(prototype.spec()), B_(num_envs), envs_(static_cast<size_t>(num_envs), prototype) {
+    MAMBARL_CHECK(B_ >= 1, spec_.id << ": num_envs must be >= 1, got " << B_);
+    MAMBARL_CHECK(spec_.action.discrete && spec_.action.n >= 1,
+                  spec_.id << ": BatchedEnv steps discrete action spaces only");
+    MAMBARL_CHECK(spec_.obs_dim >= 1 && static_cast<int>(spec_.obs_low.size()) == spec_.obs_dim &&
+                      static_cast<int>(spec_.obs_high.size()) == spec_.obs_dim,
+                  spec_.id << ": obs bounds must have obs_dim entries");
+    const size_t B = static_cast<size_t>(B_), O = static_cast<size_t>(spec_.obs_dim);
+    rngs_.resize(B);
+    obs_.assign(B * O, 0.0f);
+    final_obs_.assign(B * O, 0.0f);
+    reward_.assign(B, 0.0f);
+    terminated_.assign(B, 0);
+    truncated_.assign(B, 0);
+    episode_return_.assign(B, 0.0f);
+    episode_length_.assign(B, 0);
+    running_return_.assign(B, 0.0);
+    running_length_.assign(B, 0);
+  }
+
+  const EnvSpec& spec() const override { return spec_; }
+  int num_envs() const override { return B_; }
+
+  void reset(uint64_t seed) override {
+    const size_t O = static_cast<size_t>(spec_.obs_dim);
+    for (int b = 0; b < B_; ++b) {
+      rngs_[b] = Rng(seed, static_cast<uint64_t>(b));
+      envs_[b].reset(rngs_[b], obs_.data() + b * O);
+    }
+    final_obs_ = obs_;  // same size: a copy into the existing buffer, pointers stay fixed
+    std::fill(reward_.begin(), reward_.end(), 0.0f);
+    std::fill(terminated_.begin(), terminated_.end(), 0);
+    std::fill(truncated_.begin(), truncated_.end(), 0);
+    std::fill(episode_return_.begin(), episode_return_.end(), 0.0f);
+    std::fill(episode_length_.begin(), episode_length_.end(), 0);
+    std::fill(running_return_.begin(), running_return_.end(), 0.0);
+    std::fill(running_length_.begin(), running_length_.end(), 0);
+  }
+
+  void step(const float* actions) override {
+    const size_t O = static_cast<size_t>(spec_.obs_dim);
+    const int n = spec_.action.n;
+    // Validate the whole batch first, so that a bad action leaves every env unstepped.
+    for (int b = 0; b < B_; ++b) {
+      const float a = actions[b];
+      // Written so that NaN fails too (every comparison with NaN is false).
+      MAMBARL_CHECK(a >= 0.0f && a < static_cast<float>(n) && a == std::floor(a),
+                    spec_.id << ": env " << b << " got action " << a << ", expected an integer in [0, "
+                             << n - 1 << "]");
+    }
+    for (int b = 0; b < B_; ++b) {
+      const int a = static_cast<int>(actions[b]);
+      float* obs = obs_.data() + b * O;
+      float* fin = final_obs_.data() + b * O;
+      const EnvStepResult r = envs_[b].step(a, fin);
+      // The episode's return sums in double: 600 steps of 1/600 must give 1 to float precision.
+      running_return_[b] += r.reward;
+      running_length_[b] += 1;
+      const bool trunc = spec_.max_episode_steps > 0 && running_length_[b] >= spec_.max_episode_steps;
+      reward_[b] = r.reward;
+      terminated_[b] = r.terminated;
+      truncated_[b] = trunc;
+      if (r.terminated || trunc) {
+        episode_return_[b] = static_cast<float>(running_return_[b]);
+        episode_length_[b] = running_length_[b];
+        running_return_[b] = 0.0;
+        running_length_[b] = 0;
+        envs_[b].reset(rngs_[b], obs);
+      } else {
+        episode_return_[b] = 0.0f;
+        episode_length_[b] = 0;
+        std::memcpy(obs, fin, O * sizeof(float));
+      }
+    }
+  }
+
+  const float* obs() const override { return obs_.data(); }
+  const float* final_obs() const override { return final_obs_.data(); }
+  const float* reward() const override { return reward_.data(); }
+  const uint8_t* terminated() const override { return terminated_.data(); }
+  const uint8_t* truncated() const override { return truncated_.data(); }
+  const float* episode_return() const override { return episode_return_.data(); }
+  const int32_t* episode_length() const override { return episode_length_.data(); }
+
+  std::vector<uint8_t> save_state() const override {
+    std::vector<uint8_t> out;
+    append(out, envs_);
+    append(out, rngs_);
+    append(out, obs_);
+    append(out, running_return_);
+    append(out, running_length_);
+    return out;
+  }
+
+  void load_state(const std::vector<uint8_t>& bytes) override {
+    const size_t expected = bytes_of(envs_) + bytes_of(rngs_) + bytes_of(obs_) + bytes_of(running_return_) +
+                            bytes_of(running_length_);
+    MAMBARL_CHECK(bytes.size() == expected, spec_.id << ": saved env state has " << bytes.size()
+                                                     << " bytes, expected " << expected << " for " << B_
+                                                     << " envs of this type");
+    size_t at = 0;
+    extract(bytes, at, envs_);
+    extract(bytes, at, rngs_);
+    extract(bytes, at, obs_);
+    extract(bytes, at, running_return_);
+    extract(bytes, at, running_length_);
+  }
+
+  void render(int env, std::ostream& os) const override {
+    MAMBARL_CHECK(env >= 0 && env < B_, spec_.id << ": render of env " << env << " of " << B_);
+    envs_[static_cast<size_t>(env)].render(os);
+  }
+
+ private:
+  template <typename T>
+  static size_t bytes_of(const std::vector<T>& v) { return v.size() * sizeof(T); }
+  template <typename T>
+  static void append(std::vector<uint8_t>& out, const std::vector<T>& v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+    out.insert(out.end(), p, p + bytes_of(v));
+  }
+  template <typename T>
+  static void extract(const std::vector<uint8_t>& in, size_t& at, std::vector<T>& v) {
+    std::memcpy(static_cast<void*>(v.data()), in.data() + at, bytes_of(v));
+    at += bytes_of(v);
+  }
+
+  EnvSpec spec_;
+  int B_;
+  std::vector<Env> envs_;               // (B)
+  std::vector<Rng> rngs_;               // (B): env b's stream, Rng(seed, b)
+  std::vector<float> obs_;              // (B, obs_dim)
+  std::vector<float> final_obs_;        // (B, obs_dim)
+  std::vector<float> reward_;           // (B)
+  std::vector<uint8_t> terminated_;     // (B)
+  std::vector<uint8_t> truncated_;      // (B)
+  std::vector<float> episode_return_;   // (B)
+  std::vector<int32_t> episode_length_; // (B)
+  std::vector<double> running_return_;  // (B): of the episode in progress
+  std::vector<int32_t> running_length_; // (B)
+};
+
+}  // namespace mambarl

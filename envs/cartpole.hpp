@@ -1,0 +1,138 @@
+// CartPole after Gymnasium's CartPole-v1 (gymnasium/envs/classic_control/cartpole.py):
+// same constants, explicit Euler integration, state kept in double as there
+// (observations are its float32 rounding), termination when |x| > 2.4 or
+// |theta| > 12 degrees, reward +1 on every step including the terminating one,
+// start state uniform in (-0.05, 0.05)^4.
+//
+// One struct serves two registered types (parameterised, not copied):
+//   cartpole            obs [x, x_dot, theta, theta_dot], reward 1, truncated at 500
+//                       (CartPole-v1's registered TimeLimit)
+//   stateless_cartpole  POPGym PositionOnlyCartPole: obs [x, theta] only, reward
+//                       1/max_len on EVERY step (popgym maps the Gymnasium reward
+//                       1 -> 1/max_len, and 0 -> -1, but a 0 only follows a step
+//                       taken after termination, which auto-reset never takes), so
+//                       the return is episode_length/max_len, 1.0 at most;
+//                       truncated at max_len (easy 200, medium 400, hard 600)
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <ostream>
+#include <string>
+
+#include "envs/batched_env.hpp"
+#include "kernels/rng.hpp"
+
+namespace mambarl {
+
+// The physical system and its integrator; the expressions keep Gymnasium's order
+// of operations so that a trajectory matches it to rounding.
+struct CartPolePhysics {
+  static constexpr double kGravity = 9.8;
+  static constexpr double kMassCart = 1.0;
+  static constexpr double kMassPole = 0.1;
+  static constexpr double kTotalMass = kMassPole + kMassCart;
+  static constexpr double kHalfPoleLength = 0.5;  // Gymnasium's `length` is half the pole
+  static constexpr double kPoleMassLength = kMassPole * kHalfPoleLength;
+  static constexpr double kForceMag = 10.0;
+  static constexpr double kTau = 0.02;  // seconds per step
+  static constexpr double kThetaThreshold = 12 * 2 * 3.14159265358979323846 / 360;  // 12 deg = 0.2094 rad
+  static constexpr double kXThreshold = 2.4;
+
+  double x = 0, x_dot = 0, theta = 0, theta_dot = 0;
+
+  void reset(Rng& rng) {
+    x = rng.uniform(-0.05, 0.05);
+    x_dot = rng.uniform(-0.05, 0.05);
+    theta = rng.uniform(-0.05, 0.05);
+    theta_dot = rng.uniform(-0.05, 0.05);
+  }
+
+  // action 1 pushes right, 0 pushes left. Returns whether the new state is terminal.
+  bool step(int action) {
+    const double force = action == 1 ? kForceMag : -kForceMag;
+    const double costheta = std::cos(theta), sintheta = std::sin(theta);
+    const double temp = (force + kPoleMassLength * (theta_dot * theta_dot) * sintheta) / kTotalMass;
+    const double thetaacc = (kGravity * sintheta - costheta * temp) /
+                            (kHalfPoleLength * (4.0 / 3.0 - kMassPole * (costheta * costheta) / kTotalMass));
+    const double xacc = temp - kPoleMassLength * thetaacc * costheta / kTotalMass;
+    x = x + kTau * x_dot;
+    x_dot = x_dot + kTau * xacc;
+    theta = theta + kTau * theta_dot;
+    theta_dot = theta_dot + kTau * thetaacc;
+    return x < -kXThreshold || x > kXThreshold || theta < -kThetaThreshold || theta > kThetaThreshold;
+  }
+};
+
+struct CartPole {
+  bool position_only = false;  // true: stateless_cartpole
+  int max_steps = 500;         // truncation limit
+  float step_reward = 1.0f;
+  CartPolePhysics physics;
+
+  static CartPole full() { return CartPole{}; }
+  static CartPole stateless(int max_len) {
+    CartPole c;
+    c.position_only = true;
+    c.max_steps = max_len;
+    c.step_reward = 1.0f / static_cast<float>(max_len);
+    return c;
+  }
+
+  EnvSpec spec() const {
+    // Gymnasium/popgym bounds: twice the termination thresholds, so that the
+    // terminating observation still lies inside; velocities are unbounded (float max).
+    const float big = std::numeric_limits<float>::max();
+    const float xb = static_cast<float>(2 * CartPolePhysics::kXThreshold);
+    const float tb = static_cast<float>(2 * CartPolePhysics::kThetaThreshold);
+    EnvSpec s;
+    s.id = position_only ? "stateless_cartpole" : "cartpole";
+    s.obs_high = position_only ? std::vector<float>{xb, tb} : std::vector<float>{xb, big, tb, big};
+    s.obs_dim = static_cast<int>(s.obs_high.size());
+    for (float h : s.obs_high) s.obs_low.push_back(-h);
+    s.action.n = 2;
+    s.max_episode_steps = max_steps;
+    return s;
+  }
+
+  void reset(Rng& rng, float* obs) {
+    physics.reset(rng);
+    write_obs(obs);
+  }
+
+  EnvStepResult step(int action, float* obs) {
+    const bool terminated = physics.step(action);
+    write_obs(obs);
+    return {step_reward, terminated};
+  }
+
+  void render(std::ostream& os) const {
+    // A 41-column track over [-2.4, 2.4] with the cart 'C' and the pole's lean.
+    constexpr int kCols = 41;
+    const double u = (physics.x + CartPolePhysics::kXThreshold) / (2 * CartPolePhysics::kXThreshold);
+    const int col = std::clamp(static_cast<int>(std::lround(u * (kCols - 1))), 0, kCols - 1);
+    std::string track(kCols, '.');
+    track[static_cast<size_t>(col)] = 'C';
+    const char lean = physics.theta > 0.02 ? '/' : physics.theta < -0.02 ? '\\' : '|';
+    os << std::showpos << std::fixed << std::setprecision(4) << "x " << physics.x << "  x_dot "
+       << physics.x_dot << "  theta " << physics.theta << "  theta_dot " << physics.theta_dot
+       << std::noshowpos << std::defaultfloat << "\n[" << track << "]  pole " << lean << "\n";
+  }
+
+ private:
+  void write_obs(float* obs) const {
+    if (position_only) {
+      obs[0] = static_cast<float>(physics.x);
+      obs[1] = static_cast<float>(physics.theta);
+    } else {
+      obs[0] = static_cast<float>(physics.x);
+      obs[1] = static_cast<float>(physics.x_dot);
+      obs[2] = static_cast<float>(physics.theta);
+      obs[3] = static_cast<float>(physics.theta_dot);
+    }
+  }
+};
+
+}  // namespace mambarl

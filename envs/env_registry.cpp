@@ -1,0 +1,79 @@
+// The env-type registry and make_vec_env. The registry is a function-local
+// static (thread-safe initialisation, built on first use) that starts out
+// holding the bundled types; plugins add theirs with register_env.
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "envs/builtin_envs.hpp"
+#include "envs/vec_env.hpp"
+#include "kernels/check.hpp"
+
+namespace mambarl {
+namespace {
+
+// Enough for any host; a typo like 1e9 fails here instead of in an allocation.
+constexpr int kMaxNumEnvs = 1 << 20;
+
+struct Registry {
+  std::mutex m;
+  std::map<std::string, EnvFactory> factories;  // sorted, so listings are stable
+  Registry() {
+    for (auto& [type, factory] : builtin_env_factories()) factories.emplace(type, std::move(factory));
+  }
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+}  // namespace
+
+void register_env(const std::string& type, EnvFactory factory) {
+  MAMBARL_CHECK(!type.empty() && factory, "register_env: needs a type name and a factory");
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.m);
+  MAMBARL_CHECK(r.factories.emplace(type, std::move(factory)).second,
+                "register_env: env type '" << type << "' is already registered");
+}
+
+std::vector<std::string> registered_envs() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.m);
+  std::vector<std::string> names;
+  for (const auto& kv : r.factories) names.push_back(kv.first);
+  return names;
+}
+
+void check_env_keys(const ConfigNode& env_cfg, std::initializer_list<const char*> own_keys) {
+  std::vector<std::string> known{"type", "num_envs"};
+  known.insert(known.end(), own_keys.begin(), own_keys.end());
+  env_cfg.check_known(known);
+}
+
+std::unique_ptr<VecEnv> make_vec_env(const ConfigNode& env_cfg) {
+  if (!env_cfg.defined() || !env_cfg.yaml().IsMap()) env_cfg.fail("", "expected a map with at least a `type`");
+  const std::string type = env_cfg.require<std::string>("type");
+  const int num_envs = env_cfg.get_in<int>("num_envs", 16, 1, kMaxNumEnvs);
+  EnvFactory factory;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.m);
+    const auto it = r.factories.find(type);
+    if (it != r.factories.end()) factory = it->second;
+  }
+  if (!factory) env_cfg.fail("type", "unknown env type '" + type + "' (registered: " + join(registered_envs()) + ")");
+  std::unique_ptr<VecEnv> env = factory(env_cfg, num_envs);
+  MAMBARL_CHECK(env && env->num_envs() == num_envs,
+                "env type '" << type << "': its factory did not build " << num_envs << " envs");
+  return env;
+}
+
+}  // namespace mambarl

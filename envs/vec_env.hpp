@@ -1,0 +1,81 @@
+// The vectorised environment the runner steps: B copies of one env type with
+// Gymnasium semantics (auto-reset inside step; `terminated` = the MDP ended,
+// `truncated` = the time limit hit; both may be set on the same step, as with
+// Gymnasium's TimeLimit), and the registry that builds one from the `env:`
+// map of an experiment config.
+//
+// All outputs are row-major (B, ·) buffers owned by the VecEnv; their pointers
+// stay valid and fixed for its lifetime (reset/step overwrite them in place).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/config_node.hpp"
+
+namespace mambarl {
+
+struct ActionSpace {
+  bool discrete = true;
+  int n = 0;                     // discrete: number of actions; continuous: dim
+  std::vector<float> low, high;  // continuous only: (n) bounds
+};
+
+struct EnvSpec {
+  std::string id;  // the registered type: "cartpole", ...
+  int obs_dim = 0;
+  std::vector<float> obs_low, obs_high;  // (obs_dim): every observation lies inside
+  ActionSpace action;
+  int max_episode_steps = 0;  // truncation limit (0 = none: the env always terminates by itself)
+};
+
+// Width of one env's row in the action buffer passed to VecEnv::step.
+inline int action_width(const ActionSpace& a) { return a.discrete ? 1 : a.n; }
+
+class VecEnv {
+ public:
+  virtual ~VecEnv() = default;
+  virtual const EnvSpec& spec() const = 0;
+  virtual int num_envs() const = 0;
+  // Env i draws all its randomness from Rng(seed, i); resets every env; obs() is then valid.
+  virtual void reset(uint64_t seed) = 0;
+  // actions: (B, action_width) floats; a discrete action is an integral value in [0, n).
+  // Steps every env and auto-resets the finished ones inside the step.
+  virtual void step(const float* actions) = 0;
+  virtual const float* obs() const = 0;        // (B, obs_dim): after an auto-reset, the NEW episode's first obs
+  virtual const float* final_obs() const = 0;  // (B, obs_dim): the obs this step led to in the stepped episode
+                                               // (where done: the finished episode's last; elsewhere == obs())
+  virtual const float* reward() const = 0;          // (B)
+  virtual const uint8_t* terminated() const = 0;    // (B)
+  virtual const uint8_t* truncated() const = 0;     // (B)
+  virtual const float* episode_return() const = 0;    // (B): return of the episode that just ended, where done; else 0
+  virtual const int32_t* episode_length() const = 0;  // (B): its length in steps, where done; else 0
+  virtual void render(int env, std::ostream& os) const = 0;  // text picture of env `env`'s current state
+  // The complete state of every env (episode state, RNG, running return and
+  // length, current obs) as opaque bytes, so a checkpointed run resumes
+  // bit-exactly. load_state() validates the size and refuses another layout.
+  virtual std::vector<uint8_t> save_state() const = 0;
+  virtual void load_state(const std::vector<uint8_t>& bytes) = 0;
+};
+
+// Builds from the `env:` map of an experiment config. `type` (required) and
+// `num_envs` (default 16, >= 1) are read here; every other key belongs to the
+// env type, which rejects unknown ones (ConfigError naming file:line:col).
+std::unique_ptr<VecEnv> make_vec_env(const ConfigNode& env_cfg);
+
+// Registry, so that a plugin can add env types. The bundled types are
+// registered on first use of any of these functions.
+using EnvFactory = std::function<std::unique_ptr<VecEnv>(const ConfigNode& env_cfg, int num_envs)>;
+void register_env(const std::string& type, EnvFactory factory);  // duplicate type -> Error
+std::vector<std::string> registered_envs();                      // sorted
+
+// For factories: fails (ConfigError) on any key of env_cfg other than `type`,
+// `num_envs` and the env type's own keys.
+void check_env_keys(const ConfigNode& env_cfg, std::initializer_list<const char*> own_keys);
+
+}  // namespace mambarl

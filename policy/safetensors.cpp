@@ -1,0 +1,467 @@
+#include "policy/safetensors.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+
+#include "kernels/check.hpp"
+#include "policy/json.hpp"
+
+namespace mambarl {
+
+namespace {
+
+// The reference reader refuses headers above 100 MB; real headers are kilobytes to a
+// few MB. Checked before the header is allocated.
+constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
+// One read()/write() moves at most this much (Linux caps a call near 2 GiB anyway).
+constexpr size_t kMaxIoChunk = size_t{1} << 30;
+
+constexpr DType kAllDTypes[] = {DType::F64, DType::F32, DType::F16, DType::BF16,
+                                DType::I64, DType::I32, DType::U8};
+
+std::string errno_message() { return std::generic_category().message(errno); }
+
+std::optional<DType> parse_dtype(std::string_view s) {
+  for (DType d : kAllDTypes)
+    if (s == dtype_name(d)) return d;
+  return std::nullopt;
+}
+
+std::string known_dtypes() {
+  std::string out;
+  for (DType d : kAllDTypes) out += std::string(out.empty() ? "" : ", ") + dtype_name(d);
+  return out;
+}
+
+template <typename Int> std::string shape_str(const std::vector<Int>& shape) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+// Bytes of a tensor with these (non-negative) dimensions, or nullopt on 64-bit overflow.
+std::optional<uint64_t> checked_nbytes(const std::vector<int64_t>& shape, DType dtype) {
+  uint64_t n = dtype_size(dtype);
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return std::nullopt;
+  return n;
+}
+
+// A JSON value as it appears in an error message: a number's text (cut short: a
+// hostile one may be megabytes long), otherwise its kind.
+std::string describe(const JsonValue& v) {
+  if (!v.is(JsonValue::Kind::Number)) return v.kind_phrase();
+  const std::string& t = v.number_text();
+  return t.size() <= 32 ? t : t.substr(0, 32) + "...";
+}
+
+// Owns a file descriptor; close() reports the error that a destructor would have to drop.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  bool ok() const { return fd_ >= 0; }
+  int close() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+
+ private:
+  int fd_;
+};
+
+// Removes the temp file unless the rename consumed it, so every failure path of
+// write_safetensors cleans up, exceptions included.
+class TempFileGuard {
+ public:
+  explicit TempFileGuard(std::string path) : path_(std::move(path)) {}
+  TempFileGuard(const TempFileGuard&) = delete;
+  TempFileGuard& operator=(const TempFileGuard&) = delete;
+  ~TempFileGuard() {
+    if (armed_) ::unlink(path_.c_str());
+  }
+  void disarm() { armed_ = false; }
+
+ private:
+  std::string path_;
+  bool armed_ = true;
+};
+
+void read_exact(int fd, uint64_t offset, void* dst, size_t n, const std::string& path) {
+  auto* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, std::min(n, kMaxIoChunk), static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    MAMBARL_CHECK(r >= 0, path << ": read failed at byte " << offset << ": " << errno_message());
+    MAMBARL_CHECK(r > 0, path << ": truncated: file ended at byte " << offset
+                              << " while reading (was it changed during the read?)");
+    p += r;
+    offset += static_cast<uint64_t>(r);
+    n -= static_cast<size_t>(r);
+  }
+}
+
+void write_all(int fd, const void* src, size_t n, const std::string& path) {
+  const auto* p = static_cast<const char*>(src);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, std::min(n, kMaxIoChunk));
+    if (w < 0 && errno == EINTR) continue;
+    MAMBARL_CHECK(w > 0, path << ": write failed: " << (w < 0 ? errno_message() : "wrote nothing"));
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// ---- header -> records ------------------------------------------------------------
+
+struct TensorEntry {
+  TensorRecord record;  // bytes still empty
+  uint64_t begin = 0;   // data_offsets, relative to the data section
+  uint64_t end = 0;
+};
+
+uint64_t require_u64(const JsonValue& v, uint64_t max, const std::string& where, const std::string& path) {
+  const std::optional<uint64_t> x = v.as_uint64();
+  MAMBARL_CHECK(x && *x <= max, path << ": " << where << " is " << describe(v)
+                                     << ", expected a non-negative integer"
+                                     << (x ? " of at most " + std::to_string(max) : std::string()));
+  return *x;
+}
+
+TensorEntry parse_tensor_entry(const std::string& name, const JsonValue& v, uint64_t data_size,
+                               const std::string& path) {
+  const std::string t = "tensor " + json_quote(name);
+  MAMBARL_CHECK(v.is(JsonValue::Kind::Object),
+                path << ": " << t << " is " << describe(v) << ", expected an object");
+  for (const JsonMember& m : v.members())
+    MAMBARL_CHECK(m.key == "dtype" || m.key == "shape" || m.key == "data_offsets",
+                  path << ": " << t << ": unknown field " << json_quote(m.key)
+                       << " (expected dtype, shape, data_offsets)");
+  auto field = [&](const char* key) -> const JsonValue& {
+    const JsonValue* f = v.find(key);
+    MAMBARL_CHECK(f, path << ": " << t << ": missing field \"" << key << "\"");
+    return *f;
+  };
+
+  TensorEntry e;
+  e.record.name = name;
+  const JsonValue& dtype = field("dtype");
+  MAMBARL_CHECK(dtype.is(JsonValue::Kind::String),
+                path << ": " << t << ": dtype is " << describe(dtype) << ", expected a string");
+  const std::optional<DType> d = parse_dtype(dtype.as_string());
+  MAMBARL_CHECK(d, path << ": " << t << ": unknown or unsupported dtype " << json_quote(dtype.as_string())
+                        << " (supported: " << known_dtypes() << ")");
+  e.record.dtype = *d;
+
+  const JsonValue& shape = field("shape");
+  MAMBARL_CHECK(shape.is(JsonValue::Kind::Array),
+                path << ": " << t << ": shape is " << describe(shape) << ", expected an array");
+  for (size_t i = 0; i < shape.items().size(); ++i) {
+    const uint64_t dim = require_u64(shape.items()[i], std::numeric_limits<int64_t>::max(),
+                                     t + ": shape[" + std::to_string(i) + "]", path);
+    e.record.shape.push_back(static_cast<int64_t>(dim));
+  }
+
+  const JsonValue& offsets = field("data_offsets");
+  MAMBARL_CHECK(
+      offsets.is(JsonValue::Kind::Array) && offsets.items().size() == 2,
+      path << ": " << t << ": data_offsets must be an array [begin, end], got "
+           << (offsets.is(JsonValue::Kind::Array) ? "an array of " + std::to_string(offsets.items().size())
+                                                  : describe(offsets)));
+  e.begin = require_u64(offsets.items()[0], UINT64_MAX, t + ": data_offsets[0]", path);
+  e.end = require_u64(offsets.items()[1], UINT64_MAX, t + ": data_offsets[1]", path);
+  const std::string range = "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "]";
+  MAMBARL_CHECK(e.begin <= e.end,
+                path << ": " << t << ": data_offsets " << range << " end before they begin");
+  MAMBARL_CHECK(e.end <= data_size, path << ": " << t << ": data_offsets " << range
+                                         << " run past the data section (" << data_size << " bytes)");
+
+  const std::optional<uint64_t> nbytes = checked_nbytes(e.record.shape, e.record.dtype);
+  MAMBARL_CHECK(nbytes, path << ": " << t << ": shape " << shape_str(e.record.shape) << " of "
+                             << dtype_name(e.record.dtype) << " overflows 64 bits of bytes");
+  MAMBARL_CHECK(*nbytes == e.end - e.begin, path << ": " << t << ": shape " << shape_str(e.record.shape)
+                                                 << " of " << dtype_name(e.record.dtype) << " needs "
+                                                 << *nbytes << " bytes but data_offsets " << range << " span "
+                                                 << e.end - e.begin);
+  return e;
+}
+
+// The tensors must tile [0, data_size) exactly. Header order need not be data order
+// (the reference reader sorts by offsets too), so check in offset order.
+void check_tiling(const std::vector<TensorEntry>& entries, uint64_t data_size, const std::string& path) {
+  std::vector<size_t> order(entries.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::make_pair(entries[a].begin, entries[a].end) <
+           std::make_pair(entries[b].begin, entries[b].end);
+  });
+  uint64_t covered = 0;
+  const TensorEntry* prev = nullptr;
+  for (size_t i : order) {
+    const TensorEntry& e = entries[i];
+    MAMBARL_CHECK(e.begin >= covered, path << ": tensor " << json_quote(e.record.name) << " [" << e.begin
+                                           << ", " << e.end << "] overlaps tensor "
+                                           << json_quote(prev->record.name) << " [" << prev->begin << ", "
+                                           << prev->end << "]");
+    MAMBARL_CHECK(e.begin == covered, path << ": hole in the data section: bytes [" << covered << ", "
+                                           << e.begin << ") belong to no tensor (next is "
+                                           << json_quote(e.record.name) << ")");
+    covered = e.end;
+    prev = &e;
+  }
+  MAMBARL_CHECK(covered == data_size, path << ": the data section has " << data_size
+                                           << " bytes but the tensors cover only the first " << covered);
+}
+
+// ---- records -> header ------------------------------------------------------------
+
+std::string build_header(const SafetensorsFile& file, const std::string& path) {
+  JsonValue root = JsonValue::object();
+  if (!file.metadata.empty()) {
+    JsonValue meta = JsonValue::object();
+    for (const auto& [key, value] : file.metadata) {
+      MAMBARL_CHECK(is_valid_utf8(key) && is_valid_utf8(value),
+                    path << ": a metadata key or value is not valid UTF-8");
+      meta.add(key, JsonValue::string(value));
+    }
+    root.add("__metadata__", std::move(meta));
+  }
+  std::set<std::string_view> names;
+  uint64_t offset = 0;
+  for (size_t i = 0; i < file.tensors.size(); ++i) {
+    const TensorRecord& r = file.tensors[i];
+    MAMBARL_CHECK(is_valid_utf8(r.name), path << ": the name of tensor #" << i << " is not valid UTF-8");
+    const std::string t = "tensor " + json_quote(r.name);
+    MAMBARL_CHECK(r.name != "__metadata__", path << ": \"__metadata__\" is reserved, not a tensor name");
+    MAMBARL_CHECK(names.insert(r.name).second, path << ": duplicate " << t);
+    for (int64_t d : r.shape)
+      MAMBARL_CHECK(d >= 0, path << ": " << t << ": negative dimension in shape " << shape_str(r.shape));
+    const std::optional<uint64_t> nbytes = checked_nbytes(r.shape, r.dtype);
+    MAMBARL_CHECK(nbytes && *nbytes == r.bytes.size(),
+                  path << ": " << t << " holds " << r.bytes.size() << " bytes but shape "
+                       << shape_str(r.shape) << " of " << dtype_name(r.dtype) << " needs "
+                       << (nbytes ? std::to_string(*nbytes) : std::string("more than 2^64")));
+    JsonValue shape = JsonValue::array();
+    for (int64_t d : r.shape) shape.push_back(JsonValue::number(static_cast<uint64_t>(d)));
+    JsonValue offsets = JsonValue::array();
+    offsets.push_back(JsonValue::number(offset));
+    offset += *nbytes;
+    offsets.push_back(JsonValue::number(offset));
+    JsonValue entry = JsonValue::object();
+    entry.add("dtype", JsonValue::string(dtype_name(r.dtype)));
+    entry.add("shape", std::move(shape));
+    entry.add("data_offsets", std::move(offsets));
+    root.add(r.name, std::move(entry));
+  }
+  std::string header = root.dump();
+  // Spaces are JSON whitespace; padding N to a multiple of 8 starts the data 8-aligned
+  // (what the reference writer does), so a reader may map tensors in place.
+  header.append((8 - header.size() % 8) % 8, ' ');
+  MAMBARL_CHECK(header.size() <= kMaxHeaderBytes, path << ": header of " << header.size()
+                                                       << " bytes exceeds the " << kMaxHeaderBytes
+                                                       << " limit");
+  // Never write what read_safetensors would refuse (e.g. past JsonLimits::max_values,
+  // ~30k tensors): re-parsing a header of a few KB costs nothing next to the data.
+  parse_json(header, path + ": refusing to write a header the reader would reject: header JSON");
+  return header;
+}
+
+void fsync_directory_of(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  // After the rename the new file is already in place; only its durability across a
+  // power loss is in doubt, so say exactly that.
+  MAMBARL_CHECK(fd.ok() && ::fsync(fd.get()) == 0, path << ": written, but syncing directory " << dir
+                                                        << " failed (" << errno_message()
+                                                        << "): the rename may not survive a crash");
+}
+
+}  // namespace
+
+// ---- public API -------------------------------------------------------------------
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::F64: return 8;
+    case DType::F32: return 4;
+    case DType::F16:
+    case DType::BF16: return 2;
+    case DType::I64: return 8;
+    case DType::I32: return 4;
+    case DType::U8: return 1;
+  }
+  MAMBARL_FAIL("invalid DType " << static_cast<int>(dtype));
+}
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::F64: return "F64";
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    case DType::I64: return "I64";
+    case DType::I32: return "I32";
+    case DType::U8: return "U8";
+  }
+  MAMBARL_FAIL("invalid DType " << static_cast<int>(dtype));
+}
+
+size_t shape_numel(const std::vector<int64_t>& shape) {
+  size_t n = 1;
+  for (int64_t d : shape) {
+    MAMBARL_CHECK(d >= 0, "shape " << shape_str(shape) << " has a negative dimension");
+    MAMBARL_CHECK(!__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n),
+                  "shape " << shape_str(shape) << " has more elements than fit in size_t");
+  }
+  return n;
+}
+
+const TensorRecord* SafetensorsFile::find(const std::string& name) const {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+const TensorRecord& SafetensorsFile::at(const std::string& name) const {
+  if (const TensorRecord* t = find(name)) return *t;
+  constexpr size_t kListed = 8;
+  std::ostringstream os;
+  for (size_t i = 0; i < std::min(tensors.size(), kListed); ++i) os << (i ? ", " : "") << tensors[i].name;
+  if (tensors.size() > kListed) os << ", ... (" << tensors.size() - kListed << " more)";
+  MAMBARL_FAIL((source.empty() ? "" : source + ": ")
+               << "no tensor '" << name << "'; it has " << tensors.size() << " tensors: " << os.str());
+}
+
+TensorRecord make_tensor_bytes(std::string name, DType dtype, std::vector<int64_t> shape, const void* bytes,
+                               size_t nbytes) {
+  const size_t numel = shape_numel(shape);
+  size_t expected = 0;
+  MAMBARL_CHECK(!__builtin_mul_overflow(numel, dtype_size(dtype), &expected) && expected == nbytes,
+                "tensor '" << name << "': shape " << shape_str(shape) << " of " << dtype_name(dtype)
+                           << " does not take " << nbytes << " bytes");
+  TensorRecord t;
+  t.name = std::move(name);
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  const auto* p = static_cast<const uint8_t*>(bytes);
+  t.bytes.assign(p, p + nbytes);
+  return t;
+}
+
+void check_tensor_matches(const TensorRecord& t, DType expected, size_t n) {
+  MAMBARL_CHECK(t.dtype == expected && t.numel() == n,
+                "tensor '" << t.name << "' is " << dtype_name(t.dtype) << " " << shape_str(t.shape) << " ("
+                           << t.numel() << " elements), expected " << dtype_name(expected) << " with " << n
+                           << " elements");
+  MAMBARL_CHECK(t.bytes.size() == n * dtype_size(expected),
+                "tensor '" << t.name << "' holds " << t.bytes.size() << " bytes, expected "
+                           << n * dtype_size(expected));
+}
+
+void write_safetensors(const std::string& path, const SafetensorsFile& file) {
+  // Everything that can be checked is checked before the filesystem is touched.
+  const std::string header = build_header(file, path);
+  // The pid keeps concurrent writers of the same checkpoint in different processes
+  // apart. O_TRUNC rather than O_EXCL: a temp left by a crashed run whose pid we
+  // reuse (routine in containers) is ours to overwrite, not a reason to fail.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  TempFileGuard guard(tmp);
+  {
+    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    MAMBARL_CHECK(fd.ok(), path << ": cannot create temp file " << tmp << ": " << errno_message());
+    const uint64_t n = header.size();
+    uint8_t len[8];
+    std::memcpy(len, &n, 8);  // little-endian host (static_assert in the header)
+    write_all(fd.get(), len, sizeof len, path);
+    write_all(fd.get(), header.data(), header.size(), path);
+    for (const TensorRecord& t : file.tensors) write_all(fd.get(), t.bytes.data(), t.bytes.size(), path);
+    MAMBARL_CHECK(::fsync(fd.get()) == 0, path << ": fsync of " << tmp << " failed: " << errno_message());
+    // close() can report a deferred write error (NFS, quota), so it is checked too.
+    MAMBARL_CHECK(fd.close() == 0, path << ": close of " << tmp << " failed: " << errno_message());
+  }
+  MAMBARL_CHECK(::rename(tmp.c_str(), path.c_str()) == 0,
+                path << ": cannot rename " << tmp << " over it: " << errno_message());
+  guard.disarm();
+  fsync_directory_of(path);
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  // O_NONBLOCK so that a FIFO at `path` is refused below instead of blocking open();
+  // reads of a regular file ignore the flag.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  MAMBARL_CHECK(fd.ok(), path << ": cannot open: " << errno_message());
+  struct stat st {};
+  MAMBARL_CHECK(::fstat(fd.get(), &st) == 0, path << ": cannot stat: " << errno_message());
+  MAMBARL_CHECK(S_ISREG(st.st_mode), path << ": not a regular file");
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+
+  MAMBARL_CHECK(file_size >= 8, path << ": truncated: file has " << file_size
+                                     << " bytes, fewer than the 8 of the header length");
+  uint8_t len[8];
+  read_exact(fd.get(), 0, len, sizeof len, path);
+  uint64_t n = 0;
+  std::memcpy(&n, len, 8);  // little-endian host (static_assert in the header)
+  MAMBARL_CHECK(n <= kMaxHeaderBytes, path << ": header length " << n << " exceeds the limit of "
+                                           << kMaxHeaderBytes << " bytes (100 MiB)");
+  MAMBARL_CHECK(n <= file_size - 8, path << ": truncated: header says " << n << " bytes, file has "
+                                         << file_size - 8 << " after the 8-byte length");
+  MAMBARL_CHECK(n > 0, path << ": header is empty, expected a JSON object");
+
+  std::string header(n, '\0');
+  read_exact(fd.get(), 8, header.data(), header.size(), path);
+  MAMBARL_CHECK(header[0] == '{', path << ": header does not start with '{' (expected a JSON object)");
+  const JsonValue root = parse_json(header, path + ": header JSON");  // UTF-8 checked here
+
+  const uint64_t data_start = 8 + n;
+  const uint64_t data_size = file_size - data_start;
+  SafetensorsFile out;
+  out.source = path;
+  std::vector<TensorEntry> entries;
+  for (const JsonMember& m : root.members()) {
+    if (m.key == "__metadata__") {
+      MAMBARL_CHECK(m.value.is(JsonValue::Kind::Object),
+                    path << ": __metadata__ is " << describe(m.value) << ", expected an object");
+      for (const JsonMember& kv : m.value.members()) {
+        MAMBARL_CHECK(kv.value.is(JsonValue::Kind::String),
+                      path << ": __metadata__ value " << json_quote(kv.key) << " is " << describe(kv.value)
+                           << ", expected a string");
+        out.metadata.emplace(kv.key, kv.value.as_string());
+      }
+    } else {
+      entries.push_back(parse_tensor_entry(m.key, m.value, data_size, path));
+    }
+  }
+  check_tiling(entries, data_size, path);
+
+  // Only now, with every span inside the real file, is tensor memory allocated.
+  out.tensors.reserve(entries.size());
+  for (TensorEntry& e : entries) {
+    e.record.bytes.resize(e.end - e.begin);
+    read_exact(fd.get(), data_start + e.begin, e.record.bytes.data(), e.record.bytes.size(), path);
+    out.tensors.push_back(std::move(e.record));
+  }
+  return out;
+}
+
+}  // namespace mambarl
