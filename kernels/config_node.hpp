@@ -100,8 +100,10 @@ class ConfigNode {
       for (const auto& c : known) ok = ok || (k == c);
       if (!ok) {
         std::ostringstream os;
-        os << file_ << ":" << kv.first.Mark().line + 1 << ":" << kv.first.Mark().column + 1 << ": "
-           << key_path(k) << ": unknown key (known: ";
+        const YAML::Mark m = kv.first.Mark();  // none (line -1) for a key set by an override
+        os << file_;
+        if (m.line >= 0) os << ":" << m.line + 1 << ":" << m.column + 1;
+        os << ": " << key_path(k) << ": unknown key (known: ";
         for (size_t i = 0; i < known.size(); ++i) os << (i ? ", " : "") << known[i];
         os << ")";
         throw ConfigError(os.str());
@@ -139,5 +141,79 @@ class ConfigNode {
   std::string file_;
   std::string path_;
 };
+
+// A copy of `n` whose nodes carry no source position: a value parsed from an
+// override's text would otherwise claim line 1, column 1 of the config file.
+inline YAML::Node without_marks(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Scalar: {
+      YAML::Node s(n.Scalar());
+      s.SetTag(n.Tag());  // keeps "'3'" (tag "!") apart from "3" ("?")
+      return s;
+    }
+    case YAML::NodeType::Sequence: {
+      YAML::Node s(YAML::NodeType::Sequence);
+      for (const auto& item : n) s.push_back(without_marks(item));
+      return s;
+    }
+    case YAML::NodeType::Map: {
+      YAML::Node m(YAML::NodeType::Map);
+      for (const auto& kv : n) m[without_marks(kv.first)] = without_marks(kv.second);
+      return m;
+    }
+    default:
+      return YAML::Node(n.Type());
+  }
+}
+
+// Applies Hydra-style dotted overrides ("a.b.c=value") to a YAML tree, in
+// order, creating maps on the way. The value is parsed as YAML, so `x=3` is an
+// int, `x=true` a bool, `x=[1,2]` a sequence and `x='3'` a string. Shared by
+// the runner and the plugin so both see exactly the same config. `what` says
+// where the overrides came from, for the error messages.
+inline void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides,
+                            const std::string& what = "command line") {
+  if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  for (const std::string& ov : overrides) {
+    const auto bad = [&](const std::string& why) {
+      throw ConfigError(what + ": override '" + ov + "': " + why);
+    };
+    const size_t eq = ov.find('=');
+    if (eq == std::string::npos) bad("expected key.path=value (no '=')");
+    const std::string key = ov.substr(0, eq), text = ov.substr(eq + 1);
+    std::vector<std::string> parts;
+    for (size_t begin = 0;;) {
+      const size_t dot = key.find('.', begin);
+      parts.push_back(key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
+      if (parts.back().empty()) bad("empty key" + std::string(key.empty() ? "" : " component in '" + key + "'"));
+      if (dot == std::string::npos) break;
+      begin = dot + 1;
+    }
+    if (text.empty()) bad("no value after '=' (write key='' for an empty string)");
+    YAML::Node value;
+    try {
+      value = without_marks(YAML::Load(text));
+    } catch (const YAML::Exception& e) {
+      bad("cannot parse the value as YAML: " + e.msg);
+    }
+    // YAML::Node's operator= writes through to the tree; reset() rebinds the
+    // handle, which is what walking down needs.
+    YAML::Node cur;
+    cur.reset(root);
+    std::string walked;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (!cur.IsMap()) bad("'" + (walked.empty() ? std::string("the config") : walked) + "' is not a map");
+      if (i + 1 == parts.size()) {
+        cur[parts[i]] = value;
+        break;
+      }
+      walked += (walked.empty() ? "" : ".") + parts[i];
+      if (!cur[parts[i]].IsDefined() || cur[parts[i]].IsNull())
+        cur[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      YAML::Node next = cur[parts[i]];
+      cur.reset(next);
+    }
+  }
+}
 
 }  // namespace mambarl

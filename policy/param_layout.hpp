@@ -35,6 +35,7 @@ class ParamLayout {
     for (const auto& p : params_) MAMBARL_CHECK(p.name != name, "duplicate parameter '" << name << "'");
     ParamInfo info;
     info.name = name;
+    info.weight_decay = weight_decay;
     info.shape = std::move(shape);
     info.numel = 1;
     for (int64_t d : info.shape) {
