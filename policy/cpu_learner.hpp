@@ -1,0 +1,73 @@
+// The learner role on the CPU: one PPO update on a [T, B] chunk
+// (zero grads -> forward from the stored initial states with resets -> loss
+// -> backward through time -> global-norm clip -> AdamW), plus checkpoints.
+// Master weights and moments are float32 (MATH.md).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "policy/adamw.hpp"
+#include "policy/policy_config.hpp"
+#include "policy/ppo_loss.hpp"
+#include "policy/safetensors.hpp"
+
+namespace mambarl {
+
+// Borrowed views of one chunk; every array is time-major (t, b, ...).
+struct ChunkView {
+  int T = 0, B = 0;
+  const float* obs = nullptr;            // (T, B, obs_dim)
+  const float* actions = nullptr;        // (T, B, act_width)
+  const float* old_logp = nullptr;       // (T, B)
+  const float* advantages = nullptr;     // (T, B)
+  const float* returns = nullptr;        // (T, B)
+  const uint8_t* episode_start = nullptr;// (T, B)
+  const float* initial_state = nullptr;  // (B, state_size)
+};
+
+struct TrainResult {
+  PpoLossMetrics loss;
+  double grad_norm = 0;
+  bool skipped = false;   // non-finite loss or gradient: weights untouched
+  std::string reason;     // which quantity / tensor was not finite
+};
+
+class CpuLearner {
+ public:
+  CpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head,
+             const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed);
+
+  TrainResult train_step(const ChunkView& chunk, double lr);
+
+  const ActorCritic<float>& model() const { return *model_; }
+  std::shared_ptr<const ActorCritic<float>> shared_model() const { return model_; }
+  const PolicyConfig& policy_config() const { return policy_; }
+  std::vector<float>& params() { return params_; }
+  const std::vector<float>& params() const { return params_; }
+  const AdamW<float>& optimizer() const { return adam_; }
+
+  // Checkpoint = parameters by name + AdamW moments + step + resolved config,
+  // plus caller metadata and extra tensors (runner state). Written atomically.
+  void save(const std::string& path, const std::map<std::string, std::string>& metadata,
+            const std::vector<TensorRecord>& extra) const;
+  // Validates names, shapes, dtypes and the policy config against this learner;
+  // returns the file so the caller can read its metadata and extra tensors.
+  SafetensorsFile load(const std::string& path);
+
+ private:
+  PolicyConfig policy_;
+  PpoLossConfig loss_cfg_;
+  std::shared_ptr<ActorCritic<float>> model_;
+  std::vector<float> params_, grads_;  // flat, model_->layout()
+  AdamW<float> adam_;
+  ActorCritic<float>::Cache cache_;
+  // Per-update scratch, reused (sizes fixed by the chunk shape).
+  Mat<float> obs_, head_, dhead_;
+  Vec<float> values_, dvalues_;
+  std::vector<float> state_;
+};
+
+}  // namespace mambarl

@@ -1,0 +1,46 @@
+// The recurrent-PPO loss on one minibatch of tokens (MATH.md "PPO"):
+//   L = -mean(min(ρÂ, clip(ρ, 1-ε, 1+ε)Â)) + c_v·mean((V - R)²)/2 - c_e·mean(entropy)
+// with Â normalised over the minibatch (treated as a constant), and its
+// derivatives w.r.t. the head outputs, the values and log σ.
+#pragma once
+
+#include "policy/actor_critic.hpp"
+
+namespace mambarl {
+
+struct PpoLossConfig {
+  double clip_eps = 0.2;
+  double vf_coef = 0.5;
+  double ent_coef = 0.01;
+  bool normalize_advantages = true;
+};
+
+struct PpoLossMetrics {
+  double loss = 0, pg_loss = 0, v_loss = 0, entropy = 0, approx_kl = 0, clip_frac = 0;
+};
+
+// Per-token inputs of one minibatch of M tokens (float32 as the rollout stores them):
+struct PpoBatch {
+  const float* actions = nullptr;     // (M, act_width)
+  const float* old_logp = nullptr;    // (M)
+  const float* advantages = nullptr;  // (M)
+  const float* returns = nullptr;     // (M)
+};
+
+// head (M, A), values (M); writes dhead (M, A), dvalues (M) and, for a
+// Gaussian head, adds d/d log σ into dlog_std (A). log_std is null for
+// categorical heads.
+template <typename S>
+PpoLossMetrics ppo_loss(const HeadSpec& head_spec, const PpoLossConfig& cfg, const Mat<S>& head,
+                        const Vec<S>& values, const S* log_std, const PpoBatch& batch,
+                        Mat<S>& dhead, Vec<S>& dvalues, S* dlog_std);
+
+extern template PpoLossMetrics ppo_loss<float>(const HeadSpec&, const PpoLossConfig&,
+                                               const Mat<float>&, const Vec<float>&, const float*,
+                                               const PpoBatch&, Mat<float>&, Vec<float>&, float*);
+extern template PpoLossMetrics ppo_loss<double>(const HeadSpec&, const PpoLossConfig&,
+                                                const Mat<double>&, const Vec<double>&,
+                                                const double*, const PpoBatch&, Mat<double>&,
+                                                Vec<double>&, double*);
+
+}  // namespace mambarl
