@@ -1,0 +1,177 @@
+/* mambarl policy-plugin ABI (C, versioned).
+ *
+ * A plugin is a shared library exporting one function, MAMBARL_PLUGIN_ENTRY
+ * ("mambarl_plugin_register"). The host calls it with its ABI version and a
+ * registry; the plugin refuses a version it was not built for, and otherwise
+ * registers named policy factories. Everything crosses as plain C: opaque
+ * handles, function tables whose first field is the ABI version, tensors as
+ * views (pointer, dtype, device, shape). Errors never unwind across the
+ * boundary: functions return a status and the handle's last_error() says why.
+ *
+ * Bump MAMBARL_PLUGIN_ABI_VERSION on any change to a struct or signature here.
+ */
+#ifndef MAMBARL_PLUGIN_H
+#define MAMBARL_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MAMBARL_PLUGIN_ABI_VERSION 1u
+#define MAMBARL_PLUGIN_ENTRY "mambarl_plugin_register"
+
+#if defined(__GNUC__)
+#define MAMBARL_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define MAMBARL_PLUGIN_EXPORT
+#endif
+
+typedef int32_t mambarl_status; /* 0 = ok; otherwise see last_error() */
+#define MAMBARL_OK 0
+#define MAMBARL_ERROR 1
+
+enum { MAMBARL_DTYPE_F32 = 0, MAMBARL_DTYPE_U8 = 1 };
+enum { MAMBARL_DEVICE_CPU = 0, MAMBARL_DEVICE_CUDA = 1 };
+
+/* A view of memory the caller owns. shape[0..ndim-1], row-major, contiguous. */
+typedef struct mambarl_tensor {
+  void* data;
+  int32_t dtype;
+  int32_t device;
+  int32_t ndim;
+  int64_t shape[4];
+} mambarl_tensor;
+
+/* What the environment looks like to the policy. */
+typedef struct mambarl_env_info {
+  int32_t obs_dim;
+  int32_t discrete;   /* 1: categorical head over action_dim actions; 0: Gaussian over action_dim dims */
+  int32_t action_dim;
+} mambarl_env_info;
+
+/* Learner hyper-parameters the runner resolved from the `algo:` section. */
+typedef struct mambarl_learner_config {
+  double clip_eps, vf_coef, ent_coef;
+  int32_t normalize_advantages;
+  double adam_beta1, adam_beta2, adam_eps, weight_decay, max_grad_norm;
+} mambarl_learner_config;
+
+typedef struct mambarl_policy_create_args {
+  const char* config_text;       /* the whole experiment YAML, as read from config_file */
+  const char* config_file;       /* its path, for error messages */
+  const char* const* overrides;  /* "a.b=c" command-line overrides, applied after the file */
+  int32_t num_overrides;
+  mambarl_env_info env;
+  mambarl_learner_config learner;
+  uint64_t seed;
+  const char* device;            /* "cpu" or "cuda" */
+} mambarl_policy_create_args;
+
+/* One training chunk of B sequences of T steps (DESIGN.md "learner"). */
+typedef struct mambarl_chunk {
+  mambarl_tensor obs;            /* (T, B, obs_dim) f32 */
+  mambarl_tensor actions;        /* (T, B, act_width) f32; act_width = 1 for discrete */
+  mambarl_tensor old_logp;       /* (T, B) f32 */
+  mambarl_tensor advantages;     /* (T, B) f32 */
+  mambarl_tensor returns;        /* (T, B) f32 */
+  mambarl_tensor episode_start;  /* (T, B) u8 */
+  mambarl_tensor initial_state;  /* (B, state_size) f32: the state each sequence started with */
+} mambarl_chunk;
+
+typedef struct mambarl_train_metrics {
+  double loss, pg_loss, v_loss, entropy, approx_kl, clip_frac, grad_norm;
+  int32_t skipped; /* 1 when the update was refused (non-finite loss or gradient) */
+} mambarl_train_metrics;
+
+typedef struct mambarl_policy_info {
+  int64_t num_params;   /* floats in the flat weight buffer */
+  int64_t state_size;   /* recurrent floats per env, all layers */
+  int32_t act_width;
+  const char* type;     /* "mamba1", ... */
+} mambarl_policy_info;
+
+typedef struct mambarl_policy mambarl_policy; /* learner: parameters + optimizer */
+typedef struct mambarl_actor mambarl_actor;   /* rollout: one recurrent state per env */
+
+typedef struct mambarl_policy_vtable {
+  uint32_t abi_version; /* MAMBARL_PLUGIN_ABI_VERSION */
+
+  void (*destroy)(mambarl_policy* p);
+  const char* (*last_error)(const mambarl_policy* p);
+  mambarl_status (*info)(mambarl_policy* p, mambarl_policy_info* out);
+  const char* (*resolved_config)(mambarl_policy* p); /* YAML of the policy section, defaults filled */
+
+  /* When out->skipped is set the call still returns MAMBARL_OK, and
+   * last_error() says which quantity was not finite. */
+  mambarl_status (*train_step)(mambarl_policy* p, const mambarl_chunk* chunk, double lr,
+                               mambarl_train_metrics* out);
+  mambarl_status (*get_weights)(mambarl_policy* p, mambarl_tensor weights /* (num_params) f32 */);
+  mambarl_status (*set_weights)(mambarl_policy* p, mambarl_tensor weights);
+  /* Checkpoint: weights, optimizer moments and step, resolved config, plus the
+   * caller's metadata (JSON object of string values) and extra named f32/u8
+   * tensors, whose names must start with "runner.". */
+  mambarl_status (*save)(mambarl_policy* p, const char* path, const char* metadata_json,
+                         const char* const* extra_names, const mambarl_tensor* extra, int32_t n_extra);
+  /* Loads a checkpoint written by save(); on failure the policy is unchanged.
+   * on_extra (may be NULL) is called once per extra tensor (name and view valid
+   * during the call), then once more with name == NULL and t == NULL, so that
+   * the metadata (a JSON object of strings, the same text in every call)
+   * arrives even when there are no extra tensors. */
+  mambarl_status (*load)(mambarl_policy* p, const char* path,
+                         void (*on_extra)(void* ctx, const char* name, const mambarl_tensor* t,
+                                          const char* metadata_json),
+                         void* ctx);
+
+  mambarl_status (*actor_create)(mambarl_policy* p, int32_t num_envs, uint64_t seed,
+                                 mambarl_actor** out);
+  void (*actor_destroy)(mambarl_actor* a);
+  const char* (*actor_last_error)(const mambarl_actor* a);
+  /* Zeroes the recurrent state of every env with mask[b] != 0. mask: (B) u8 */
+  mambarl_status (*actor_reset)(mambarl_actor* a, mambarl_tensor mask);
+  /* One step: reset envs with episode_start[b], step the model, sample.
+   * obs (B, obs_dim) f32, episode_start (B) u8 -> actions (B, act_width), logp (B), values (B) f32 */
+  mambarl_status (*actor_act)(mambarl_actor* a, mambarl_tensor obs, mambarl_tensor episode_start,
+                              mambarl_tensor actions, mambarl_tensor logp, mambarl_tensor values);
+  /* V(obs) from the current state, leaving the state unchanged (bootstrap on truncation). */
+  mambarl_status (*actor_peek_values)(mambarl_actor* a, mambarl_tensor obs, mambarl_tensor values);
+  mambarl_status (*actor_get_state)(mambarl_actor* a, mambarl_tensor state /* (B, state_size) f32 */);
+  mambarl_status (*actor_set_state)(mambarl_actor* a, mambarl_tensor state);
+  mambarl_status (*actor_set_weights)(mambarl_actor* a, mambarl_tensor weights, int64_t version);
+  /* The actor's sampling RNG, as opaque bytes, so a resumed run continues bit-exactly. */
+  mambarl_status (*actor_get_rng)(mambarl_actor* a, mambarl_tensor bytes /* (n) u8 */);
+  mambarl_status (*actor_set_rng)(mambarl_actor* a, mambarl_tensor bytes);
+  int64_t (*actor_rng_size)(const mambarl_actor* a);
+} mambarl_policy_vtable;
+
+/* A named factory. probe() may refuse this machine (e.g. "cuda" asked, no GPU)
+ * and writes the reason into `why` (NUL-terminated, at most why_len bytes). */
+typedef struct mambarl_policy_factory {
+  uint32_t abi_version;
+  const char* name;
+  const char* description;
+  const mambarl_policy_vtable* vtable;
+  mambarl_status (*create)(const mambarl_policy_create_args* args, mambarl_policy** out,
+                           char* error, size_t error_len);
+  mambarl_status (*probe)(const char* device, char* why, size_t why_len);
+} mambarl_policy_factory;
+
+typedef struct mambarl_registry {
+  uint32_t abi_version;
+  void* host;
+  /* Returns MAMBARL_ERROR on a duplicate name or an ABI mismatch in `f`. */
+  mambarl_status (*register_policy)(void* host, const mambarl_policy_factory* f);
+} mambarl_registry;
+
+/* The one exported symbol. Returns MAMBARL_ERROR (and registers nothing) if
+ * host_abi_version is not the version the plugin was built with. */
+typedef mambarl_status (*mambarl_plugin_register_fn)(uint32_t host_abi_version,
+                                                     const mambarl_registry* registry);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MAMBARL_PLUGIN_H */
