@@ -1,0 +1,200 @@
+// The runner's pieces: GAE, experiment configs (a table of broken files),
+// the metrics log, the bounded queue.
+#define BOOST_TEST_MODULE runner
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tools/bounded_queue.hpp"
+#include "tools/experiment.hpp"
+#include "tools/gae.hpp"
+#include "tools/metrics_log.hpp"
+#include "tools/policy_session.hpp"
+
+using namespace mambarl;
+namespace fs = std::filesystem;
+
+namespace {
+fs::path temp_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("mambarl_test_runner_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(gae_matches_hand_computation) {
+  // One env, T=4: step 1 terminates, step 3 is truncated (bootstrap from V(final obs)).
+  const int T = 4, B = 1;
+  const float r[] = {1, 2, 3, 4}, v[] = {0.5f, 0.25f, 1.0f, 2.0f}, fv[] = {0, 0, 0, 7.0f}, nv[] = {9.0f};
+  const uint8_t term[] = {0, 1, 0, 0}, trunc[] = {0, 0, 0, 1};
+  float adv[4], ret[4];
+  const double g = 0.9, l = 0.8;
+  compute_gae(GaeInputs{T, B, r, v, term, trunc, fv, nv}, g, l, adv, ret);
+  const double a3 = 4 + g * 7.0 - 2.0;          // truncated: bootstrap V(final)=7, no carry
+  const double a2 = 3 + g * 2.0 - 1.0 + g * l * a3;  // next value V_3 = 2 (same episode)
+  const double a1 = 2 + 0 - 0.25;               // terminated: no bootstrap, no carry
+  const double a0 = 1 + g * 0.25 - 0.5 + g * l * a1;
+  BOOST_CHECK_CLOSE(adv[3], a3, 1e-4);
+  BOOST_CHECK_CLOSE(adv[2], a2, 1e-4);
+  BOOST_CHECK_CLOSE(adv[1], a1, 1e-4);
+  BOOST_CHECK_CLOSE(adv[0], a0, 1e-4);
+  for (int t = 0; t < T; ++t) BOOST_CHECK_CLOSE(ret[t], adv[t] + v[t], 1e-4);
+  // Without any episode end the last step bootstraps from next_values.
+  const uint8_t none[] = {0, 0, 0, 0};
+  compute_gae(GaeInputs{T, B, r, v, none, none, fv, nv}, g, l, adv, ret);
+  BOOST_CHECK_CLOSE(adv[3], 4 + g * 9.0 - 2.0, 1e-4);
+}
+
+// A table of broken experiment files: each must fail with one clear line that
+// names the file, the line and the key — never a crash or a silent default.
+struct BadConfig {
+  const char* yaml;
+  const char* expect;  // substring of the error (after "bad.yaml:")
+};
+
+BOOST_AUTO_TEST_CASE(broken_configs_give_clear_errors) {
+  const std::string plugin = MAMBARL_TEST_PLUGIN;
+  const BadConfig cases[] = {
+      {"env: {type: cartpole\n", "malformed YAML"},
+      {"- a\n- b\n", "must be a YAML map"},
+      {"policy: {type: mamba1}\n", "env: required section is missing"},
+      {"env: {type: cartpole}\n", "policy: required section is missing"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nalgorithm: {}\n", "3:1: algorithm: unknown key"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nalgo: {lr: fast}\n", "algo.lr: cannot read 'fast' as a number"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nalgo: {lr: -1}\n", "algo.lr: value -1 is out of range"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nalgo: {gamma: 1.5}\n", "algo.gamma: value 1.5 is out of range"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nalgo: {epochs: 0}\n", "algo.epochs: value 0 is out of range"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nalgo: {chunk_len: 2.5}\n", "algo.chunk_len: cannot read '2.5' as an integer"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nalgo: {lr_schedule: cosine}\n", "algo.lr_schedule: 'cosine' is not one of constant|linear"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nalgo: {on_nonfinite: ignore}\n", "algo.on_nonfinite"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nalgo: {clip: 0.2}\n", "algo.clip: unknown key"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nalgo: [1, 2]\n", "algo: expected a map"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {device: tpu}\n", "runtime.device: 'tpu' is not one of cpu|cuda"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {sync: maybe}\n", "runtime.sync: cannot read 'maybe' as a boolean"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {seed: -3}\n", "runtime.seed"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {num_actors: 0}\n", "runtime.num_actors: value 0 is out of range"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {out_dir: \"\"}\n", "runtime.out_dir: must not be empty"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {metrics_format: xml}\n", "runtime.metrics_format"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {outdir: x}\n", "runtime.outdir: unknown key"},
+  };
+  const fs::path dir = temp_dir("bad_configs");
+  int n = 0;
+  for (const auto& c : cases) {
+    const std::string path = (dir / "bad.yaml").string();
+    std::ofstream(path) << c.yaml;
+    BOOST_TEST_CONTEXT("case " << n << ": " << c.yaml) {
+      try {
+        load_experiment(path, {"runtime.plugin=" + plugin});
+        BOOST_ERROR("no error for a broken config");
+      } catch (const ConfigError& e) {
+        const std::string what = e.what();
+        BOOST_CHECK_MESSAGE(what.rfind(path, 0) == 0, "error does not start with the file: " << what);
+        BOOST_CHECK_MESSAGE(what.find(c.expect) != std::string::npos, "error '" << what << "' lacks '" << c.expect << "'");
+        BOOST_CHECK_MESSAGE(what.find('\n') == std::string::npos, "error is not one line: " << what);
+      }
+    }
+    ++n;
+  }
+  fs::remove_all(dir);
+}
+
+// Env and policy sections are validated by their owners, reached through the
+// same experiment: errors still name file:line and the key.
+BOOST_AUTO_TEST_CASE(broken_env_and_policy_sections_give_clear_errors) {
+  const std::string plugin = MAMBARL_TEST_PLUGIN;
+  const BadConfig cases[] = {
+      {"env: {type: cartpol}\npolicy: {type: mamba1}\n", "cartpol"},
+      {"env: {type: cartpole, num_envs: 0}\npolicy: {type: mamba1}\n", "env.num_envs"},
+      {"env: {type: cartpole, colour: red}\npolicy: {type: mamba1}\n", "env.colour: unknown key"},
+      {"env: {type: stateless_cartpole, difficulty: extreme}\npolicy: {type: mamba1}\n", "env.difficulty"},
+      {"env: {type: tmaze, length: 0}\npolicy: {type: mamba1}\n", "env.length"},
+      {"env: {type: cartpole}\npolicy: {type: mamba2}\n", "policy.type: 'mamba2' is not a policy of"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1, d_model: -1}\n", "policy.d_model: value -1 is out of range"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1, headdim: 8}\n", "policy.headdim: unknown key"},
+      {"env: {type: cartpole}\npolicy: {type: mamba3, d_model: 12, headdim: 16}\n", "headdim"},
+      {"env: {type: cartpole}\npolicy: {type: mamba3, ngroups: 3}\n", "ngroups"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1, d_state: 0}\n", "policy.d_state: value 0 is out of range"},
+      {"env: {type: cartpole}\npolicy: {type: gru, n_layers: many}\n", "policy.n_layers: cannot read 'many' as an integer"},
+  };
+  const fs::path dir = temp_dir("bad_sections");
+  int n = 0;
+  for (const auto& c : cases) {
+    const std::string path = (dir / "bad.yaml").string();
+    std::ofstream(path) << c.yaml;
+    BOOST_TEST_CONTEXT("case " << n << ": " << c.yaml) {
+      try {
+        const Experiment exp = load_experiment(path, {"runtime.plugin=" + plugin});
+        validate_experiment(exp);
+        BOOST_ERROR("no error for a broken config");
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        BOOST_CHECK_MESSAGE(what.find(path) != std::string::npos, "error does not name the file: " << what);
+        BOOST_CHECK_MESSAGE(what.find(c.expect) != std::string::npos, "error '" << what << "' lacks '" << c.expect << "'");
+      }
+    }
+    ++n;
+  }
+  // A missing plugin file is named too.
+  {
+    const std::string path = (dir / "ok.yaml").string();
+    std::ofstream(path) << "env: {type: cartpole}\npolicy: {type: mamba1}\n";
+    const Experiment exp = load_experiment(path, {"runtime.plugin=/nonexistent/libnothing.so"});
+    BOOST_CHECK_EXCEPTION(validate_experiment(exp), Error, [](const Error& e) {
+      return std::string(e.what()).find("/nonexistent/libnothing.so") != std::string::npos;
+    });
+  }
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(overrides_apply_and_bad_overrides_are_named) {
+  const fs::path dir = temp_dir("overrides");
+  const std::string path = (dir / "x.yaml").string();
+  std::ofstream(path) << "env: {type: cartpole}\npolicy: {type: mamba1}\nalgo: {lr: 0.001}\n";
+  const Experiment e = load_experiment(path, {"algo.lr=0.01", "runtime.seed=7", "algo.epochs=2"});
+  BOOST_TEST(e.algo.lr == 0.01);
+  BOOST_TEST(e.algo.epochs == 2);
+  BOOST_TEST(e.runtime.seed == 7u);
+  BOOST_CHECK_THROW(load_experiment(path, {"algo.lr"}), ConfigError);
+  BOOST_CHECK_THROW(load_experiment(path, {"algo.lr.x=1"}), ConfigError);
+  BOOST_CHECK_THROW(load_experiment(path, {"algo.lrr=1"}), ConfigError);
+  BOOST_CHECK_THROW(load_experiment((dir / "missing.yaml").string(), {}), ConfigError);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(metrics_log_resume_cuts_back_and_drops_partial_lines) {
+  const fs::path dir = temp_dir("metrics");
+  const std::string path = (dir / "m.csv").string();
+  {
+    MetricsLog log(path, "csv", -1);
+    for (int u = 1; u <= 5; ++u) log.write({{"update", u}, {"env_steps", 100.0 * u}, {"mean_return", u * 2.0}});
+  }
+  { std::ofstream(path, std::ios::app) << "6,600,1"; }  // a line cut mid-write (no newline)
+  {
+    MetricsLog log(path, "csv", 3);  // resume from a checkpoint at update 3
+    BOOST_TEST(log.curve().size() == 3u);
+    log.write({{"update", 4}, {"env_steps", 400}, {"mean_return", 9}});
+  }
+  std::ifstream in(path);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  BOOST_TEST(all == "update,env_steps,mean_return\n1,100,2\n2,200,4\n3,300,6\n4,400,9\n");
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(bounded_queue_never_exceeds_its_bound) {
+  BoundedQueue<int> q(3);
+  std::thread producer([&] {
+    for (int i = 0; i < 1000; ++i) q.push(i);
+    q.close();
+  });
+  int v = 0, expect = 0;
+  while (q.pop(v)) {
+    BOOST_REQUIRE_EQUAL(v, expect++);
+    if (expect % 100 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a slow consumer
+  }
+  producer.join();
+  BOOST_TEST(expect == 1000);
+  BOOST_TEST(q.high_water() <= 3u);
+}

@@ -1,0 +1,9 @@
+// Counts heap allocations made through operator new in this process, so the
+// benches can show that the T=1 step allocates nothing after warm-up.
+#pragma once
+
+#include <cstdint>
+
+namespace mambarl {
+uint64_t heap_allocations();  // total operator-new calls so far
+}

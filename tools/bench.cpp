@@ -1,0 +1,209 @@
+#include "tools/bench.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/check.hpp"
+#include "policy/cpu_actor.hpp"
+#include "policy/cpu_learner.hpp"
+#include "tools/alloc_counter.hpp"
+#include "tools/experiment.hpp"
+#include "tools/trainer.hpp"
+
+namespace mambarl {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Shape {
+  std::string type;
+  int B, D, L, T;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+PolicyConfig policy_for(const Shape& s) {
+  YAML::Node n;
+  n["type"] = s.type;
+  n["d_model"] = s.D;
+  n["n_layers"] = s.L;
+  return PolicyConfig::from_yaml(ConfigNode(n, "<bench>", "policy"));
+}
+
+std::string shape_json(const Shape& s) {
+  std::ostringstream os;
+  os << "\"policy\":\"" << s.type << "\",\"B\":" << s.B << ",\"d_model\":" << s.D << ",\"n_layers\":" << s.L;
+  return os.str();
+}
+
+constexpr int kObs = 4, kActions = 2;  // CartPole-sized heads: the mixers dominate
+
+// T=1 actor step: median µs over `reps` steps after warm-up, and heap allocations per step.
+std::string bench_rollout_cpu(const Shape& s, int reps) {
+  const HeadSpec head{true, kActions};
+  CpuLearner learner(policy_for(s), kObs, head, PpoLossConfig{}, AdamWConfig{}, 1);
+  CpuActor actor(learner.shared_model(), s.B, 2);
+  actor.set_weights(learner.params().data(), learner.params().size(), 0);
+  Rng rng(3, 0);
+  std::vector<float> obs(static_cast<size_t>(s.B) * kObs), act(static_cast<size_t>(s.B)),
+      logp(static_cast<size_t>(s.B)), val(static_cast<size_t>(s.B));
+  std::vector<uint8_t> starts(static_cast<size_t>(s.B), 0);
+  for (auto& o : obs) o = static_cast<float>(rng.normal());
+  for (int i = 0; i < 20; ++i) actor.act(obs.data(), starts.data(), act.data(), logp.data(), val.data());
+  std::vector<double> us;
+  const uint64_t a0 = heap_allocations();
+  for (int i = 0; i < reps; ++i) {
+    starts[static_cast<size_t>(i % s.B)] = 1;  // a reset somewhere every step, as in a real rollout
+    const auto t0 = Clock::now();
+    actor.act(obs.data(), starts.data(), act.data(), logp.data(), val.data());
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    starts[static_cast<size_t>(i % s.B)] = 0;
+  }
+  const double allocs = static_cast<double>(heap_allocations() - a0) / reps;
+  std::ostringstream os;
+  os << "{" << shape_json(s) << ",\"us_per_step\":" << median(us)
+     << ",\"env_steps_per_s\":" << s.B * 1e6 / median(us) << ",\"heap_allocs_per_step\":" << allocs
+     << ",\"reps\":" << reps << "}";
+  return os.str();
+}
+
+// Chunk forward+backward (model + PPO loss) and the whole learner update.
+std::string bench_train_cpu(const Shape& s, int reps) {
+  const HeadSpec head{true, kActions};
+  CpuLearner learner(policy_for(s), kObs, head, PpoLossConfig{}, AdamWConfig{}, 1);
+  const auto& model = learner.model();
+  const int M = s.T * s.B;
+  Rng rng(5, 0);
+  Mat<float> obs(M, kObs);
+  for (Eigen::Index i = 0; i < obs.size(); ++i) obs.data()[i] = static_cast<float>(rng.normal());
+  std::vector<uint8_t> starts(static_cast<size_t>(M), 0);
+  for (int b = 0; b < s.B; ++b) starts[static_cast<size_t>((b * 7) % s.T) * s.B + b] = 1;
+  std::vector<float> actions(static_cast<size_t>(M)), logp(static_cast<size_t>(M)), adv(static_cast<size_t>(M)),
+      ret(static_cast<size_t>(M)), state0(static_cast<size_t>(s.B) * model.state_size());
+  for (int i = 0; i < M; ++i) {
+    actions[static_cast<size_t>(i)] = static_cast<float>(rng.below(kActions));
+    logp[static_cast<size_t>(i)] = static_cast<float>(std::log(0.5) + 0.1 * rng.normal());
+    adv[static_cast<size_t>(i)] = static_cast<float>(rng.normal());
+    ret[static_cast<size_t>(i)] = static_cast<float>(rng.normal());
+  }
+  for (auto& v : state0) v = static_cast<float>(0.1 * rng.normal());
+
+  auto cache = model.make_cache();
+  std::vector<float> grads(model.layout().size()), state;
+  Mat<float> head_out, dhead;
+  Vec<float> values, dvalues;
+  std::vector<double> fwd_ms, fb_ms;
+  for (int i = 0; i < reps + 2; ++i) {
+    state = state0;
+    std::fill(grads.begin(), grads.end(), 0.0f);
+    const auto t0 = Clock::now();
+    model.forward(learner.params().data(), obs, starts.data(), s.T, s.B, state.data(), cache, head_out, values);
+    const auto t1 = Clock::now();
+    ppo_loss<float>(model.spec().head, PpoLossConfig{}, head_out, values, nullptr,
+                    PpoBatch{actions.data(), logp.data(), adv.data(), ret.data()}, dhead, dvalues, nullptr);
+    model.backward(learner.params().data(), cache, dhead, dvalues, grads.data());
+    const auto t2 = Clock::now();
+    if (i >= 2) {  // first two are warm-up (cache allocation)
+      fwd_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      fb_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t0).count());
+    }
+  }
+  ChunkView cv{s.T, s.B, obs.data(), actions.data(), logp.data(), adv.data(), ret.data(), starts.data(), state0.data()};
+  std::vector<double> upd_ms;
+  for (int i = 0; i < reps + 1; ++i) {
+    const auto t0 = Clock::now();
+    learner.train_step(cv, 1e-4);
+    if (i >= 1) upd_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  std::ostringstream os;
+  os << "{" << shape_json(s) << ",\"T\":" << s.T << ",\"forward_ms\":" << median(fwd_ms)
+     << ",\"forward_backward_ms\":" << median(fb_ms) << ",\"update_ms\":" << median(upd_ms)
+     << ",\"params\":" << model.layout().size() << ",\"reps\":" << reps << "}";
+  return os.str();
+}
+
+// Whole runner (envs + actor + learner) on the CPU, sync mode.
+std::string bench_e2e_cpu(const std::string& env, const std::string& type, int num_envs, long long steps) {
+  const auto dir = std::filesystem::temp_directory_path() / ("mambarl_bench_" + env + "_" + type);
+  std::ostringstream y;
+  y << "env: {type: " << env << ", num_envs: " << num_envs << "}\n"
+    << "policy: {type: " << type << ", d_model: 64, n_layers: 2}\n"
+    << "algo: {total_env_steps: " << steps << ", chunk_len: 32, epochs: 1, minibatches: 1}\n"
+    << "runtime: {out_dir: " << dir.string() << ", log_every: 1000000, checkpoint_every: 0}\n";
+  const Experiment exp = parse_experiment(y.str(), "<bench e2e>", {});
+  std::ostringstream sink;
+  const TrainSummary s = run_training(exp, TrainOptions{}, sink);
+  std::filesystem::remove_all(dir);
+  std::ostringstream os;
+  os << "{\"env\":\"" << env << "\",\"policy\":\"" << type << "\",\"num_envs\":" << num_envs
+     << ",\"d_model\":64,\"n_layers\":2,\"env_steps\":" << s.env_steps << ",\"wall_s\":" << s.wall_s
+     << ",\"env_steps_per_s\":" << s.env_steps / s.wall_s << "}";
+  return os.str();
+}
+
+template <typename F>
+void emit_list(std::ostream& out, const std::string& key, const std::vector<Shape>& shapes, F f) {
+  out << "\"" << key << "\":[";
+  for (size_t i = 0; i < shapes.size(); ++i) out << (i ? ",\n  " : "\n  ") << f(shapes[i]);
+  out << "]";
+}
+
+}  // namespace
+
+int run_bench(int argc, char** argv, std::ostream& out) {
+  const std::string what = argc >= 1 ? argv[0] : "";
+  std::string device = "cpu";
+  int reps = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if ((a == "--device") && i + 1 < argc) device = argv[++i];
+    else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
+    else if (a == "--help" || a == "-h") {
+      out << "usage: mambarl bench rollout|train|e2e [--device cpu] [--reps N]\n"
+             "  rollout: T=1 actor step (us/step, heap allocations per step)\n"
+             "  train:   chunk forward, forward+backward and whole PPO update (ms)\n"
+             "  e2e:     the training runner end to end (env-steps/s)\n"
+             "  Prints one JSON object on stdout.\n";
+      return 0;
+    } else MAMBARL_FAIL("bench: unexpected argument '" << a << "'");
+  }
+  MAMBARL_CHECK(what == "rollout" || what == "train" || what == "e2e",
+                "bench: expected rollout, train or e2e, got '" << what << "'");
+  MAMBARL_CHECK(device == "cpu", "bench: device '" << device
+                                                   << "' is not available in this build (the CUDA engines are not built yet); use --device cpu");
+  out << "{\"bench\":\"" << what << "\",\"device\":\"cpu\",\"threads\":1,";
+  if (what == "rollout") {
+    std::vector<Shape> shapes;
+    for (const char* t : {"mamba1", "mamba3"})
+      for (auto [B, D, L] : {std::tuple{64, 128, 2}, {1, 128, 3}, {64, 128, 3}, {1024, 128, 2}})
+        shapes.push_back({t, B, D, L, 1});
+    emit_list(out, "results", shapes, [&](const Shape& s) { return bench_rollout_cpu(s, reps ? reps : 300); });
+  } else if (what == "train") {
+    std::vector<Shape> shapes;
+    for (const char* t : {"mamba1", "mamba3", "gru", "mlp"}) shapes.push_back({t, 64, 128, 2, 64});
+    emit_list(out, "results", shapes, [&](const Shape& s) { return bench_train_cpu(s, reps ? reps : 10); });
+  } else {
+    out << "\"results\":[";
+    bool first = true;
+    for (const char* env : {"cartpole", "stateless_cartpole"})
+      for (const char* t : {"mamba1", "mamba3"}) {
+        out << (first ? "\n  " : ",\n  ") << bench_e2e_cpu(env, t, 64, reps ? reps : 64 * 32 * 8);
+        first = false;
+      }
+    out << "]";
+  }
+  out << "}" << std::endl;
+  return 0;
+}
+
+}  // namespace mambarl

@@ -1,0 +1,8 @@
+// `mambarl bench rollout|train|e2e`: timings printed as one JSON object.
+#pragma once
+
+#include <iosfwd>
+
+namespace mambarl {
+int run_bench(int argc, char** argv, std::ostream& out);
+}

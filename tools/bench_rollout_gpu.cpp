@@ -1,0 +1,132 @@
+#include "tools/bench_rollout_gpu.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <sstream>
+#include <vector>
+
+#include "kernels/cuda_check.cuh"
+#include "kernels/device_buffer.cuh"
+#include "policy/gpu_actor.hpp"
+#include "policy/policy_config.hpp"
+
+namespace mambarl {
+
+namespace {
+
+struct GpuShape {
+  const char* type;
+  int B, D, L;
+};
+
+// The rollout issue's shapes; the first is the one with the 40 µs target.
+const GpuShape kShapes[] = {
+    {"mamba1", 1024, 128, 2}, {"mamba1", 4096, 64, 2}, {"mamba1", 64, 256, 4},
+    {"mamba1", 1, 128, 3},    {"mamba1", 64, 128, 3},  {"mamba3", 1, 128, 4},
+    {"mamba3", 64, 128, 4},   {"mamba3", 1024, 128, 2},
+};
+constexpr int kObs = 4, kActions = 2;  // as the CPU bench: CartPole-sized heads
+constexpr int kWarmup = 100;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+PolicyConfig policy_for(const GpuShape& s) {
+  YAML::Node n;
+  n["type"] = s.type;
+  n["d_model"] = s.D;
+  n["n_layers"] = s.L;
+  if (std::string(s.type) == "mamba3") n["headdim"] = 16;
+  return PolicyConfig::from_yaml(ConfigNode(n, "<bench>", "policy"));
+}
+
+// Device-to-device copy of 1 GiB, counting bytes read plus written (TB/s).
+double copy_bandwidth_tbps() {
+  constexpr size_t kBytes = size_t{1} << 30;
+  DeviceBuffer<uint8_t> a(kBytes), b(kBytes);
+  MAMBARL_CUDA_CHECK(cudaMemset(a.data(), 1, kBytes));
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  MAMBARL_CUDA_CHECK(cudaEventCreate(&e0));
+  MAMBARL_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<double> tbps;
+  for (int i = 0; i < 12; ++i) {
+    MAMBARL_CUDA_CHECK(cudaEventRecord(e0));
+    MAMBARL_CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), kBytes, cudaMemcpyDeviceToDevice));
+    MAMBARL_CUDA_CHECK(cudaEventRecord(e1));
+    MAMBARL_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0.f;
+    MAMBARL_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i >= 2) tbps.push_back(2.0 * kBytes / (ms * 1e-3) / 1e12);
+  }
+  (void)cudaEventDestroy(e0);
+  (void)cudaEventDestroy(e1);
+  return median(tbps);
+}
+
+std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double copy_tbps) {
+  const PolicyConfig cfg = policy_for(s);
+  std::shared_ptr<const ActorCritic<float>> model =
+      make_actor_critic<float>(cfg, kObs, HeadSpec{true, kActions});
+  std::vector<float> w(model->layout().size());
+  model->init_params(w.data(), 1);
+  GpuActor actor(model, cfg, s.B, 2);
+  actor.set_weights(w.data(), w.size(), 0);
+  // Random non-zero inputs; a few envs start an episode every step, as in a real rollout.
+  Rng rng(3, 0);
+  const size_t B = static_cast<size_t>(s.B);
+  std::vector<float> obs(B * kObs), act(B), logp(B), val(B);
+  std::vector<uint8_t> starts(B, 0);
+  for (auto& o : obs) o = static_cast<float>(rng.normal());
+  for (int i = 0; i < 20; ++i) actor.act(obs.data(), starts.data(), act.data(), logp.data(), val.data());
+  for (size_t b = 0; b < B; b += 64) starts[b] = 1;
+  actor.act(obs.data(), starts.data(), act.data(), logp.data(), val.data());  // staged for the replays
+
+  actor.time_steps_us(kWarmup);
+  const double graph_us = median(actor.time_steps_us(reps));
+  actor.set_launch(GpuActor::Launch::eager);
+  actor.time_steps_us(kWarmup);
+  const double eager_us = median(actor.time_steps_us(reps));
+
+  const double state_bytes = static_cast<double>(B) * actor.state_size() * sizeof(float);
+  std::ostringstream os;
+  os << "{\"policy\":\"" << s.type << "\",\"B\":" << s.B << ",\"d_model\":" << s.D
+     << ",\"n_layers\":" << s.L;
+  if (std::string(s.type) == "mamba3") os << ",\"headdim\":16";
+  os << ",\"us_per_step_graph\":" << graph_us << ",\"us_per_step_eager\":" << eager_us
+     << ",\"env_steps_per_s\":" << s.B * 1e6 / graph_us << ",\"state_bytes\":" << state_bytes;
+  if (with_floor) {
+    // Read once + write once of the whole recurrent state at the copy bandwidth.
+    const double floor_us = 2 * state_bytes / (copy_tbps * 1e12) * 1e6;
+    os << ",\"state_floor_us\":" << floor_us << ",\"graph_over_floor\":" << graph_us / floor_us;
+  }
+  os << "}";
+  return os.str();
+}
+
+}  // namespace
+
+std::string bench_rollout_gpu_json(int reps, int only_shape) {
+  MAMBARL_CHECK(reps >= 1000, "bench rollout --device cuda: reps must be >= 1000, got " << reps);
+  int dev = 0;
+  MAMBARL_CUDA_CHECK(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  MAMBARL_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  const double copy_tbps = copy_bandwidth_tbps();
+  std::ostringstream os;
+  os << "{\"bench\":\"rollout\",\"device\":\"cuda\",\"gpu\":\"" << prop.name
+     << "\",\"sms\":" << prop.multiProcessorCount << ",\"copy_TBps\":" << copy_tbps
+     << ",\"reps\":" << reps << ",\"results\":[";
+  const int n = static_cast<int>(sizeof(kShapes) / sizeof(kShapes[0]));
+  MAMBARL_CHECK(only_shape >= -1 && only_shape < n, "bench: shape index " << only_shape << " not in [-1, " << n << ")");
+  for (int i = 0; i < n; ++i) {
+    if (only_shape >= 0 && i != only_shape) continue;
+    os << (only_shape >= 0 || i == 0 ? "" : ",") << bench_shape(kShapes[i], reps, i == 0, copy_tbps);
+  }
+  os << "]}";
+  return os.str();
+}
+
+}  // namespace mambarl

@@ -1,0 +1,15 @@
+// `mambarl bench rollout --device cuda`: the GPU actor's T=1 step, one JSON
+// object. Per shape: median µs of `reps` (>= 1000) graph replays timed with
+// CUDA events after warm-up, the eager launches beside it, and for the first
+// shape the floor set by reading and writing the recurrent state once at the
+// device-to-device copy bandwidth measured in the same run.
+#pragma once
+
+#include <string>
+
+namespace mambarl {
+
+// only_shape >= 0 runs that one shape of the list (for profiling), -1 all.
+std::string bench_rollout_gpu_json(int reps, int only_shape = -1);
+
+}  // namespace mambarl

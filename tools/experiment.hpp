@@ -1,0 +1,72 @@
+// An experiment config: the YAML file after command-line overrides, with the
+// runner's own sections (`algo:`, `runtime:`) parsed strictly. `env:` belongs
+// to the env factory and `policy:` to the plugin; both get the same
+// overridden document, so every section reports file:line:col for its keys.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "kernels/config_node.hpp"
+
+namespace mambarl {
+
+struct AlgoConfig {
+  long long total_env_steps = 100000;
+  int chunk_len = 32;            // T: steps per chunk (BPTT length)
+  double gamma = 0.99;
+  double gae_lambda = 0.95;
+  bool normalize_rewards = true;  // divide rewards by the running std of the discounted return
+  int epochs = 4;
+  int minibatches = 4;           // over sequences: each holds num_envs / minibatches of them
+  double lr = 3e-4;
+  std::string lr_schedule = "linear";  // constant | linear (to 0 at total_env_steps)
+  double clip_eps = 0.2;
+  double vf_coef = 0.5;
+  double ent_coef = 0.01;
+  bool normalize_advantages = true;
+  double max_grad_norm = 0.5;
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_eps = 1e-8, weight_decay = 0.0;
+  std::string on_nonfinite = "stop";   // stop | skip: what a non-finite loss/gradient does
+};
+
+struct RuntimeConfig {
+  uint64_t seed = 1;
+  std::string device = "cpu";    // cpu | cuda
+  std::string out_dir = "runs/default";
+  bool sync = true;              // lag-0, bit-reproducible loop
+  int num_actors = 1;            // actor threads in async mode
+  int queue_size = 2;            // chunks buffered between actors and learner
+  int max_policy_lag = 2;        // chunks older than this (in learner versions) are dropped
+  int log_every = 10;            // updates between progress lines
+  int checkpoint_every = 50;     // updates between checkpoints (0: only the final one)
+  std::string metrics_format = "csv";  // csv | jsonl
+  std::string plugin;            // empty: the bundled libmambarl_policies.so
+  int return_window = 100;       // episodes averaged in mean_return
+};
+
+struct Experiment {
+  std::string file;                    // path of the YAML file
+  std::string text;                    // its text, as read
+  std::vector<std::string> overrides;  // "a.b=c" from the command line
+  YAML::Node root;                     // after overrides
+  AlgoConfig algo;
+  RuntimeConfig runtime;
+
+  ConfigNode section(const std::string& key) const { return ConfigNode(root, file).child(key); }
+  // The resolved document (overrides applied, runner defaults filled in).
+  std::string resolved_yaml(const std::string& policy_resolved) const;
+};
+
+// Reads and validates `path`; a missing file, bad YAML or a bad key is a
+// ConfigError naming file:line:col and the key.
+Experiment load_experiment(const std::string& path, const std::vector<std::string>& overrides);
+// The same from text already in memory (e.g. the experiment stored in a
+// checkpoint); `name` stands in for the file in messages.
+Experiment parse_experiment(const std::string& text, const std::string& name,
+                            const std::vector<std::string>& overrides);
+
+}  // namespace mambarl

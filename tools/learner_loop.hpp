@@ -1,0 +1,44 @@
+// The runner's half of a PPO update: GAE over the chunk, then epochs ×
+// minibatches over its sequences, each minibatch one train_step() of the
+// plugin's learner. Sequences (env columns) are kept whole so BPTT sees the
+// chunk's resets and its stored initial states.
+#pragma once
+
+#include <vector>
+
+#include "kernels/rng.hpp"
+#include "plugin/plugin_host.hpp"
+#include "tools/experiment.hpp"
+#include "tools/reward_scaler.hpp"
+#include "tools/rollout.hpp"
+
+namespace mambarl {
+
+struct UpdateStats {
+  TrainMetrics mean{};   // averaged over the minibatch steps that were applied
+  int steps = 0, skipped = 0;
+  std::string skip_reason;
+};
+
+class LearnerLoop {
+ public:
+  LearnerLoop(PolicyHandle& policy, const AlgoConfig& algo, uint64_t seed, int num_workers,
+              int envs_per_worker);
+  // Scales the chunk's rewards (if algo.normalize_rewards), computes GAE, and
+  // runs epochs × minibatches of train_step.
+  UpdateStats learn(Chunk& chunk, double lr);
+  Rng& rng() { return rng_; }                        // minibatch shuffling; saved in checkpoints
+  RewardScaler& reward_scaler() { return scaler_; }  // saved in checkpoints
+
+ private:
+  PolicyHandle& policy_;
+  AlgoConfig algo_;
+  Rng rng_;
+  RewardScaler scaler_;
+  std::vector<int> order_;
+  // One minibatch, gathered (T, Bm, ...) time-major.
+  std::vector<float> obs_, actions_, logp_, adv_, ret_, init_state_;
+  std::vector<uint8_t> starts_;
+};
+
+}  // namespace mambarl

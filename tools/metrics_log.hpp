@@ -1,0 +1,41 @@
+// Per-update metrics as CSV or JSONL. Each row goes out in one write() of a
+// whole line followed by a flush, so a killed run leaves complete lines only;
+// on resume the file is cut back to the rows up to the checkpoint, so the log
+// continues without duplicates.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mambarl {
+
+using MetricsRow = std::vector<std::pair<std::string, double>>;  // ordered (column, value)
+
+class MetricsLog {
+ public:
+  // format: "csv" | "jsonl". keep_through_update >= 0 keeps existing rows whose
+  // `update` column is <= it (resume); < 0 starts a fresh file.
+  MetricsLog(const std::string& path, const std::string& format, long long keep_through_update);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+
+  void write(const MetricsRow& row);
+  const std::string& path() const { return path_; }
+  // Rows read back (for the learning curve): (env_steps, mean_return).
+  const std::vector<std::pair<double, double>>& curve() const { return curve_; }
+
+ private:
+  std::string path_, format_;
+  std::FILE* f_ = nullptr;
+  bool header_written_ = false;
+  std::vector<std::pair<double, double>> curve_;
+};
+
+// Writes an SVG line plot of mean return against env steps (atomically).
+void write_learning_curve_svg(const std::string& path, const std::string& title,
+                              const std::vector<std::pair<double, double>>& points);
+
+}  // namespace mambarl

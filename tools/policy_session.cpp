@@ -1,0 +1,48 @@
+#include "tools/policy_session.hpp"
+
+#include <algorithm>
+
+namespace mambarl {
+
+std::unique_ptr<PolicySession> open_policy(const Experiment& exp, const EnvSpec& env) {
+  auto s = std::make_unique<PolicySession>();
+  s->plugin_path = exp.runtime.plugin.empty() ? default_plugin_path() : exp.runtime.plugin;
+  s->registry.load(s->plugin_path);
+  const ConfigNode policy = exp.section("policy");
+  const std::string type = policy.get<std::string>("type", "mamba1");
+  const auto names = s->registry.policy_names();
+  if (std::find(names.begin(), names.end(), type) == names.end()) {
+    std::string known;
+    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+    policy.fail("type", "'" + type + "' is not a policy of " + s->plugin_path + " (registered: " + known + ")");
+  }
+  const mambarl_policy_factory& f = s->registry.factory(type);
+
+  std::vector<const char*> overrides;
+  for (const auto& o : exp.overrides) overrides.push_back(o.c_str());
+  mambarl_policy_create_args args{};
+  args.config_text = exp.text.c_str();
+  args.config_file = exp.file.c_str();
+  args.overrides = overrides.data();
+  args.num_overrides = static_cast<int32_t>(overrides.size());
+  args.env.obs_dim = env.obs_dim;
+  args.env.discrete = env.action.discrete ? 1 : 0;
+  args.env.action_dim = env.action.n;
+  const AlgoConfig& a = exp.algo;
+  args.learner = mambarl_learner_config{a.clip_eps,   a.vf_coef,    a.ent_coef,
+                                        a.normalize_advantages ? 1 : 0,
+                                        a.adam_beta1, a.adam_beta2, a.adam_eps,
+                                        a.weight_decay, a.max_grad_norm};
+  args.seed = exp.runtime.seed;
+  args.device = exp.runtime.device.c_str();
+  s->policy = PolicyHandle::create(f, args);
+  s->info = s->policy->info();
+  return s;
+}
+
+void validate_experiment(const Experiment& exp) {
+  const auto env = make_vec_env(exp.section("env"));
+  open_policy(exp, env->spec());
+}
+
+}  // namespace mambarl

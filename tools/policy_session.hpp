@@ -1,0 +1,31 @@
+// Loads the plugin named by an experiment and creates its policy for an env:
+// the one place that turns an Experiment into plugin create-arguments, shared
+// by train, eval and the end-to-end bench.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "envs/vec_env.hpp"
+#include "plugin/plugin_host.hpp"
+#include "tools/experiment.hpp"
+
+namespace mambarl {
+
+struct PolicySession {
+  PluginRegistry registry;
+  std::string plugin_path;
+  std::unique_ptr<PolicyHandle> policy;
+  mambarl_policy_info info{};
+};
+
+// `config_text`/`config_file` are what the plugin parses `policy:` from (the
+// experiment file as read, plus its overrides).
+std::unique_ptr<PolicySession> open_policy(const Experiment& exp, const EnvSpec& env);
+
+// Builds the env and the policy of an experiment and throws on the first
+// problem (what `mambarl train --check` and the config tests run).
+void validate_experiment(const Experiment& exp);
+
+}  // namespace mambarl

@@ -1,0 +1,65 @@
+// Reward scaling by the running standard deviation of the discounted return
+// (Gymnasium's NormalizeReward; Engstrom et al. 2020 "Implementation Matters"):
+// rewards are divided by std(G) with G_t = γ G_{t-1} + r_t per env, reset at
+// episode ends. Keeps value targets O(1): without it, a shared trunk's value
+// loss (targets up to 1/(1-γ)) swamps the policy gradient and PPO collapses.
+// Only the learner sees scaled rewards; reported returns stay raw.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace mambarl {
+
+class RewardScaler {
+ public:
+  RewardScaler(double gamma, int num_workers, int envs_per_worker)
+      : gamma_(gamma), returns_(static_cast<size_t>(num_workers) * envs_per_worker, 0.0), B_(envs_per_worker) {}
+
+  // Scales rewards (T, B) of one worker's chunk in place, in time order.
+  void scale(int worker, int T, int B, float* rewards, const uint8_t* terminated, const uint8_t* truncated) {
+    double* G = returns_.data() + static_cast<size_t>(worker) * B_;
+    for (int t = 0; t < T; ++t) {
+      for (int b = 0; b < B; ++b) {
+        G[b] = gamma_ * G[b] + rewards[t * B + b];
+        update(G[b]);
+      }
+      const double inv_std = 1.0 / std::sqrt(var_ + 1e-8);
+      for (int b = 0; b < B; ++b) {
+        const int i = t * B + b;
+        rewards[i] = static_cast<float>(rewards[i] * inv_std);
+        if (terminated[i] || truncated[i]) G[b] = 0.0;
+      }
+    }
+  }
+
+  // Everything needed to continue bit-exactly after a resume.
+  std::vector<double> state() const {
+    std::vector<double> s = {mean_, var_, count_};
+    s.insert(s.end(), returns_.begin(), returns_.end());
+    return s;
+  }
+  bool set_state(const std::vector<double>& s) {
+    if (s.size() != 3 + returns_.size()) return false;
+    mean_ = s[0], var_ = s[1], count_ = s[2];
+    std::copy(s.begin() + 3, s.end(), returns_.begin());
+    return true;
+  }
+
+ private:
+  // Chan et al.'s parallel update with a batch of one (Welford).
+  void update(double x) {
+    count_ += 1;
+    const double d = x - mean_;
+    mean_ += d / count_;
+    var_ += (d * (x - mean_) - var_) / count_;
+  }
+
+  double gamma_;
+  std::vector<double> returns_;  // (workers, B) discounted return of the running episode
+  int B_;
+  double mean_ = 0, var_ = 1, count_ = 0;
+};
+
+}  // namespace mambarl

@@ -1,0 +1,396 @@
+#include "tools/trainer.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <iomanip>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <ostream>
+#include <sstream>
+#include <thread>
+
+#include "kernels/check.hpp"
+#include "tools/atomic_file.hpp"
+#include "tools/bounded_queue.hpp"
+#include "tools/learner_loop.hpp"
+#include "tools/metrics_log.hpp"
+#include "tools/policy_session.hpp"
+
+namespace mambarl {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+uint64_t derive_seed(uint64_t seed, uint64_t stream) {
+  uint64_t x = seed ^ (0xA24BAED4963EE407ULL * (stream + 1));
+  return splitmix64(x);
+}
+
+// The env config of one actor: the experiment's `env:` map with num_envs set
+// to that actor's share.
+ConfigNode env_share(const Experiment& exp, int num_envs) {
+  YAML::Node n = YAML::Clone(exp.root["env"]);
+  n["num_envs"] = num_envs;
+  return ConfigNode(n, exp.file, "env");
+}
+
+// Versioned weights the learner publishes and actors copy before a chunk.
+struct WeightsBoard {
+  std::mutex m;
+  std::vector<float> w;
+  long long version = 0;
+};
+
+// Running state of a training run: what a checkpoint stores besides the
+// learner, so that --resume continues where the run stopped.
+struct RunState {
+  long long update = 0, env_steps = 0, episodes = 0, version = 0, dropped = 0;
+  double wall_s = 0, max_return = -INFINITY;
+  std::deque<float> window;  // last return_window episode returns
+  void add_episodes(const Chunk& c, int window_size) {
+    for (float r : c.episode_returns) {
+      window.push_back(r);
+      if (static_cast<int>(window.size()) > window_size) window.pop_front();
+      max_return = std::max(max_return, static_cast<double>(r));
+    }
+    episodes += static_cast<long long>(c.episode_returns.size());
+  }
+  double mean_return() const {
+    return window.empty() ? NAN : std::accumulate(window.begin(), window.end(), 0.0) / window.size();
+  }
+};
+
+std::string fmt(double v, int prec = 3) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(prec) << v;
+  return os.str();
+}
+
+class Run {
+ public:
+  Run(const Experiment& exp, const TrainOptions& opts, std::ostream& log)
+      : exp_(exp), opts_(opts), log_(log), rt_(exp.runtime), al_(exp.algo) {}
+
+  TrainSummary go();
+
+ private:
+  void build();
+  void save_checkpoint();
+  void restore(const std::string& path);
+  void publish_weights();
+  void after_update(const Chunk& c, const UpdateStats& st, double lr, long long lag);
+  void learn_on(Chunk& chunk, long long lag);
+  void run_sync();
+  void run_async();
+  double lr_now() const {
+    if (al_.lr_schedule == "constant") return al_.lr;
+    const double frac = 1.0 - static_cast<double>(s_.env_steps) / static_cast<double>(al_.total_env_steps);
+    return al_.lr * std::max(frac, 0.0);
+  }
+
+  const Experiment& exp_;
+  const TrainOptions& opts_;
+  std::ostream& log_;
+  const RuntimeConfig& rt_;
+  const AlgoConfig& al_;
+
+  std::unique_ptr<PolicySession> session_;
+  EnvSpec spec_;
+  int num_envs_ = 0, K_ = 1, Bk_ = 0;
+  std::vector<std::unique_ptr<RolloutWorker>> workers_;
+  std::unique_ptr<LearnerLoop> learner_;
+  std::unique_ptr<MetricsLog> metrics_;
+  WeightsBoard board_;
+  RunState s_;
+  std::string ckpt_path_, curve_path_;
+  Clock::time_point t0_;
+  double wall_before_ = 0;  // wall time of the run before a resume
+};
+
+void Run::build() {
+  fs::create_directories(rt_.out_dir);
+  auto first_env = make_vec_env(exp_.section("env"));  // validates the env section
+  spec_ = first_env->spec();
+  num_envs_ = first_env->num_envs();
+  K_ = rt_.sync ? 1 : rt_.num_actors;
+  const ConfigNode rtn = exp_.section("runtime"), aln = exp_.section("algo");
+  if (num_envs_ % K_ != 0)
+    rtn.fail("num_actors", "must divide env.num_envs (" + std::to_string(num_envs_) + "), got " + std::to_string(K_));
+  Bk_ = num_envs_ / K_;
+  if (Bk_ % al_.minibatches != 0)
+    aln.fail("minibatches", "must divide the envs per actor (" + std::to_string(Bk_) + "), got " +
+                                std::to_string(al_.minibatches));
+  session_ = open_policy(exp_, spec_);
+  for (int k = 0; k < K_; ++k) {
+    auto env = K_ == 1 ? std::move(first_env) : make_vec_env(env_share(exp_, Bk_));
+    auto actor = session_->policy->create_actor(Bk_, derive_seed(rt_.seed, 100 + static_cast<uint64_t>(k)));
+    workers_.push_back(std::make_unique<RolloutWorker>(std::move(env), std::move(actor),
+                                                       derive_seed(rt_.seed, static_cast<uint64_t>(k))));
+  }
+  learner_ = std::make_unique<LearnerLoop>(*session_->policy, al_, derive_seed(rt_.seed, 7), K_, Bk_);
+  ckpt_path_ = (fs::path(rt_.out_dir) / "checkpoint.safetensors").string();
+  curve_path_ = (fs::path(rt_.out_dir) / "curve.svg").string();
+  write_file_atomically((fs::path(rt_.out_dir) / "config.yaml").string(),
+                        exp_.resolved_yaml(session_->policy->resolved_config()) + "\n");
+}
+
+void Run::publish_weights() {
+  std::lock_guard<std::mutex> lk(board_.m);
+  session_->policy->get_weights(board_.w);
+  board_.version = s_.version;
+}
+
+void Run::save_checkpoint() {
+  std::map<std::string, std::string> meta{
+      {"experiment", exp_.resolved_yaml(session_->policy->resolved_config())},
+      {"runner.update", std::to_string(s_.update)},
+      {"runner.env_steps", std::to_string(s_.env_steps)},
+      {"runner.episodes", std::to_string(s_.episodes)},
+      {"runner.version", std::to_string(s_.version)},
+      {"runner.dropped", std::to_string(s_.dropped)},
+      {"runner.wall_s", fmt(wall_before_ + std::chrono::duration<double>(Clock::now() - t0_).count(), 6)},
+      {"runner.max_return", fmt(s_.max_return, 9)},
+      {"runner.sync", rt_.sync ? "1" : "0"}};
+  std::vector<ExtraTensor> extra;
+  std::vector<float> window(s_.window.begin(), s_.window.end());
+  extra.push_back(ExtraTensor::f32("runner.return_window", window, {static_cast<int64_t>(window.size())}));
+  extra.push_back(ExtraTensor::u8("runner.shuffle_rng", learner_->rng()));
+  const std::vector<double> scaler = learner_->reward_scaler().state();
+  const auto* sb = reinterpret_cast<const uint8_t*>(scaler.data());
+  extra.push_back(ExtraTensor::u8("runner.reward_scaler", std::vector<uint8_t>(sb, sb + scaler.size() * sizeof(double))));
+  // Env, actor and rollout state: exact only in sync mode, where actors are
+  // quiescent between updates (async resume restarts the envs).
+  if (rt_.sync)
+    for (size_t k = 0; k < workers_.size(); ++k) {
+      auto& w = *workers_[k];
+      const std::string p = "runner." + std::to_string(k) + ".";
+      std::vector<float> state;
+      w.actor().get_state(state);
+      std::vector<uint8_t> rng;
+      w.actor().get_rng(rng);
+      extra.push_back(ExtraTensor::u8(p + "env_state", w.env().save_state()));
+      extra.push_back(ExtraTensor::f32(p + "obs", w.obs(), {static_cast<int64_t>(w.obs().size())}));
+      extra.push_back(ExtraTensor::u8(p + "starts", w.starts()));
+      extra.push_back(ExtraTensor::f32(p + "actor_state", state, {static_cast<int64_t>(state.size())}));
+      extra.push_back(ExtraTensor::u8(p + "actor_rng", rng));
+    }
+  session_->policy->save(ckpt_path_, meta, extra);
+}
+
+void Run::restore(const std::string& path) {
+  LoadedCheckpoint ck = session_->policy->load(path);
+  const auto num = [&](const std::string& k) -> double {
+    auto it = ck.metadata.find(k);
+    MAMBARL_CHECK(it != ck.metadata.end(), path << ": checkpoint has no '" << k << "' (not written by `mambarl train`?)");
+    return std::stod(it->second);
+  };
+  s_.update = static_cast<long long>(num("runner.update"));
+  s_.env_steps = static_cast<long long>(num("runner.env_steps"));
+  s_.episodes = static_cast<long long>(num("runner.episodes"));
+  s_.version = static_cast<long long>(num("runner.version"));
+  s_.dropped = static_cast<long long>(num("runner.dropped"));
+  s_.max_return = num("runner.max_return");
+  wall_before_ = num("runner.wall_s");
+  const auto& win = ck.tensor("runner.return_window");
+  s_.window.assign(win.f32().begin(), win.f32().end());
+  ck.tensor("runner.shuffle_rng").to_pod(learner_->rng());
+  const std::vector<uint8_t>& sb = ck.tensor("runner.reward_scaler").bytes;
+  std::vector<double> scaler(sb.size() / sizeof(double));
+  std::memcpy(scaler.data(), sb.data(), scaler.size() * sizeof(double));
+  MAMBARL_CHECK(sb.size() % sizeof(double) == 0 && learner_->reward_scaler().set_state(scaler),
+                path << ": runner.reward_scaler does not fit this run's " << K_ << " x " << Bk_ << " envs");
+  const bool exact = rt_.sync && num("runner.sync") == 1.0;
+  if (exact)
+    for (size_t k = 0; k < workers_.size(); ++k) {
+      auto& w = *workers_[k];
+      const std::string p = "runner." + std::to_string(k) + ".";
+      w.env().load_state(ck.tensor(p + "env_state").bytes);
+      ck.tensor(p + "obs").copy_f32(w.obs());
+      ck.tensor(p + "starts").copy_u8(w.starts());
+      std::vector<float> state = ck.tensor(p + "actor_state").f32();
+      w.actor().set_state(state);
+      w.actor().set_rng(ck.tensor(p + "actor_rng").bytes);
+    }
+  log_ << "resumed from " << path << " at update " << s_.update << ", env_steps " << s_.env_steps
+       << (exact ? " (bit-exact: sync mode)" : " (envs restarted: async mode)") << "\n";
+}
+
+void Run::after_update(const Chunk& c, const UpdateStats& st, double lr, long long lag) {
+  s_.add_episodes(c, rt_.return_window);
+  ++s_.update;
+  const double wall = wall_before_ + std::chrono::duration<double>(Clock::now() - t0_).count();
+  const double sps = static_cast<double>(s_.env_steps) / std::max(wall, 1e-9);
+  const TrainMetrics& m = st.mean;
+  metrics_->write({{"update", static_cast<double>(s_.update)},
+                   {"env_steps", static_cast<double>(s_.env_steps)},
+                   {"wall_s", wall},
+                   {"steps_per_s", sps},
+                   {"episodes", static_cast<double>(s_.episodes)},
+                   {"mean_return", s_.mean_return()},
+                   {"max_return", s_.max_return},
+                   {"policy_lag", static_cast<double>(lag)},
+                   {"dropped_chunks", static_cast<double>(s_.dropped)},
+                   {"lr", lr},
+                   {"loss", m.loss},
+                   {"pg_loss", m.pg_loss},
+                   {"v_loss", m.v_loss},
+                   {"entropy", m.entropy},
+                   {"approx_kl", m.approx_kl},
+                   {"clip_frac", m.clip_frac},
+                   {"grad_norm", m.grad_norm},
+                   {"skipped_steps", static_cast<double>(st.skipped)}});
+  if (s_.update % rt_.log_every == 0)
+    log_ << "update " << s_.update << " | steps " << s_.env_steps << " | " << fmt(sps, 0)
+         << " steps/s | episodes " << s_.episodes << " | return mean " << fmt(s_.mean_return(), 2)
+         << " max " << fmt(s_.max_return, 2) << " | lag " << lag << " | loss " << fmt(m.loss, 4)
+         << " pg " << fmt(m.pg_loss, 4) << " v " << fmt(m.v_loss, 4) << " ent " << fmt(m.entropy, 3)
+         << " kl " << fmt(m.approx_kl, 4) << " clip " << fmt(m.clip_frac, 3) << std::endl;
+  if (rt_.checkpoint_every > 0 && s_.update % rt_.checkpoint_every == 0) save_checkpoint();
+}
+
+// One learner update on a chunk, shared by both loops: a non-finite update
+// either stops the run (weights untouched, checkpoint intact) or is skipped.
+void Run::learn_on(Chunk& chunk, long long lag) {
+  const double lr = lr_now();
+  const UpdateStats st = learner_->learn(chunk, lr);
+  if (st.skipped > 0) {
+    const std::string why = session_->policy->last_skip_reason();
+    MAMBARL_CHECK(al_.on_nonfinite != "stop",
+                  "update " << s_.update + 1 << ": " << why << "; the weights were not touched. "
+                            << "Stopping (algo.on_nonfinite: stop); last good checkpoint: " << ckpt_path_);
+    log_ << "update " << s_.update + 1 << ": skipped " << st.skipped << " minibatch step(s): " << why << "\n";
+  }
+  ++s_.version;
+  publish_weights();
+  after_update(chunk, st, lr, lag);
+}
+
+void Run::run_sync() {
+  Chunk c;
+  c.allocate(al_.chunk_len, Bk_, spec_.obs_dim, static_cast<int>(session_->info.act_width),
+             static_cast<size_t>(session_->info.state_size));
+  auto& w = *workers_[0];
+  while (s_.env_steps < al_.total_env_steps) {
+    w.actor().set_weights(board_.w, board_.version);
+    w.collect(c);
+    s_.env_steps += static_cast<long long>(c.T) * c.B;
+    learn_on(c, 0);
+  }
+}
+
+void Run::run_async() {
+  // Each actor owns two chunks: one it fills while the other waits in the queue.
+  const int per_actor = 2;
+  std::vector<std::vector<Chunk>> pools(static_cast<size_t>(K_));
+  std::vector<std::unique_ptr<BoundedQueue<Chunk*>>> free_q;
+  BoundedQueue<Chunk*> full_q(static_cast<size_t>(rt_.queue_size));
+  for (int k = 0; k < K_; ++k) {
+    auto& pool = pools[static_cast<size_t>(k)];
+    pool.resize(per_actor);
+    free_q.push_back(std::make_unique<BoundedQueue<Chunk*>>(per_actor));
+    for (auto& c : pool) {
+      c.allocate(al_.chunk_len, Bk_, spec_.obs_dim, static_cast<int>(session_->info.act_width),
+                 static_cast<size_t>(session_->info.state_size));
+      free_q.back()->push(&c);
+    }
+  }
+  std::atomic<bool> failed{false};
+  std::string failure;
+  std::mutex failure_m;
+  std::vector<std::thread> threads;
+  for (int k = 0; k < K_; ++k)
+    threads.emplace_back([&, k] {
+      try {
+        auto& w = *workers_[static_cast<size_t>(k)];
+        std::vector<float> local;
+        long long have = -1;
+        Chunk* c = nullptr;
+        while (free_q[static_cast<size_t>(k)]->pop(c)) {
+          c->worker = k;
+          {
+            std::lock_guard<std::mutex> lk(board_.m);
+            if (board_.version != have) local = board_.w, have = board_.version;
+          }
+          w.actor().set_weights(local, have);
+          w.collect(*c);
+          if (!full_q.push(c)) break;
+        }
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lk(failure_m);
+        failure = "actor " + std::to_string(k) + ": " + e.what();
+        failed = true;
+        full_q.close();
+      }
+    });
+  const auto owner = [&](const Chunk* c) {
+    for (int k = 0; k < K_; ++k)
+      for (const auto& p : pools[static_cast<size_t>(k)])
+        if (&p == c) return k;
+    return -1;
+  };
+  try {
+    Chunk* c = nullptr;
+    while (s_.env_steps < al_.total_env_steps && full_q.pop(c)) {
+      s_.env_steps += static_cast<long long>(c->T) * c->B;
+      const long long lag = s_.version - c->policy_version;
+      if (lag > rt_.max_policy_lag) {
+        ++s_.dropped;
+      } else {
+        learn_on(*c, lag);
+      }
+      free_q[static_cast<size_t>(owner(c))]->push(c);
+    }
+  } catch (...) {
+    full_q.close();
+    for (auto& q : free_q) q->close();
+    for (auto& t : threads) t.join();
+    throw;
+  }
+  full_q.close();
+  for (auto& q : free_q) q->close();
+  for (auto& t : threads) t.join();
+  MAMBARL_CHECK(!failed, failure);
+}
+
+TrainSummary Run::go() {
+  build();
+  t0_ = Clock::now();
+  if (opts_.resume) restore(opts_.resume_from.empty() ? ckpt_path_ : opts_.resume_from);
+  metrics_ = std::make_unique<MetricsLog>(
+      (fs::path(rt_.out_dir) / (rt_.metrics_format == "csv" ? "metrics.csv" : "metrics.jsonl")).string(),
+      rt_.metrics_format, opts_.resume ? s_.update : -1);
+  publish_weights();
+  log_ << "training " << exp_.section("policy").get<std::string>("type", "mamba1") << " on "
+       << spec_.id << ": " << num_envs_ << " envs, " << session_->info.num_params << " params, "
+       << (rt_.sync ? "sync" : std::to_string(K_) + " actor threads") << ", device " << rt_.device
+       << ", plugin " << session_->plugin_path << std::endl;
+  if (rt_.sync) run_sync();
+  else run_async();
+  save_checkpoint();
+  write_learning_curve_svg(curve_path_, spec_.id + " / " + exp_.section("policy").get<std::string>("type", "mamba1"),
+                           metrics_->curve());
+  TrainSummary sum;
+  sum.mean_return = s_.mean_return();
+  sum.env_steps = s_.env_steps;
+  sum.episodes = s_.episodes;
+  sum.wall_s = wall_before_ + std::chrono::duration<double>(Clock::now() - t0_).count();
+  sum.checkpoint = ckpt_path_;
+  sum.metrics = metrics_->path();
+  sum.curve = curve_path_;
+  return sum;
+}
+
+}  // namespace
+
+TrainSummary run_training(const Experiment& exp, const TrainOptions& opts, std::ostream& log) {
+  return Run(exp, opts, log).go();
+}
+
+}  // namespace mambarl

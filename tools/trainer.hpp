@@ -1,0 +1,33 @@
+// The actor-learner loop behind `mambarl train`.
+//
+// Sync mode (runtime.sync: true): one thread alternates collect -> update, so
+// the policy lag is 0 and a seed fixes the run bit for bit (also across a
+// checkpoint + --resume). Async mode: runtime.num_actors threads each step
+// their share of the envs and push chunks into a bounded queue; the learner
+// consumes them, publishes versioned weights that the actors pick up before
+// their next chunk, and drops chunks older than runtime.max_policy_lag.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include "tools/experiment.hpp"
+
+namespace mambarl {
+
+struct TrainOptions {
+  bool resume = false;
+  std::string resume_from;  // empty: <out_dir>/checkpoint.safetensors
+};
+
+struct TrainSummary {
+  double mean_return = 0;   // over the last runtime.return_window episodes
+  long long env_steps = 0;
+  long long episodes = 0;
+  double wall_s = 0;
+  std::string checkpoint, metrics, curve;
+};
+
+TrainSummary run_training(const Experiment& exp, const TrainOptions& opts, std::ostream& log);
+
+}  // namespace mambarl
