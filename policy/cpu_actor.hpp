@@ -28,15 +28,15 @@ class CpuActor {
   // V(obs) from the current state without advancing it (bootstrap of truncated episodes).
   void peek_values(const float* obs, float* values);
 
-  std::vector<float>& state() { return state_; }  // (B, state_size)
+  AlignedVec<float>& state() { return state_; }  // (B, state_size)
   std::vector<Rng>& rngs() { return rngs_; }        // one per env: sampling is independent of B
 
  private:
   std::shared_ptr<const ActorCritic<float>> model_;
   int B_;
-  std::vector<float> params_;
+  AlignedVec<float> params_;
   long long version_ = -1;
-  std::vector<float> state_, peek_state_;  // (B, state_size)
+  AlignedVec<float> state_, peek_state_;  // (B, state_size)
   std::vector<Rng> rngs_;
   std::vector<uint8_t> no_starts_;       // (B) zeros, for peek
   ActorCritic<float>::Cache cache_;

@@ -114,7 +114,8 @@ SafetensorsFile CpuLearner::load(const std::string& path) {
                 path << ": checkpoint was written by a different policy config:\n"
                      << meta("policy_config") << "\nthis run's policy:\n" << mine);
   // Read everything into temporaries first, so a bad tensor leaves us untouched.
-  std::vector<float> params(params_.size(), 0.0f), m(params_.size(), 0.0f), v(params_.size(), 0.0f);
+  AlignedVec<float> params(params_.size(), 0.0f);
+  std::vector<float> m(params_.size(), 0.0f), v(params_.size(), 0.0f);
   for (const auto& p : model_->layout().params()) {
     load_tensor(f, p.name, p.shape, params.data() + p.offset, path);
     load_tensor(f, "optimizer.exp_avg." + p.name, p.shape, m.data() + p.offset, path);

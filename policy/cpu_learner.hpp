@@ -45,8 +45,8 @@ class CpuLearner {
   const ActorCritic<float>& model() const { return *model_; }
   std::shared_ptr<const ActorCritic<float>> shared_model() const { return model_; }
   const PolicyConfig& policy_config() const { return policy_; }
-  std::vector<float>& params() { return params_; }
-  const std::vector<float>& params() const { return params_; }
+  AlignedVec<float>& params() { return params_; }
+  const AlignedVec<float>& params() const { return params_; }
   const AdamW<float>& optimizer() const { return adam_; }
 
   // Checkpoint = parameters by name + AdamW moments + step + resolved config,
@@ -61,13 +61,13 @@ class CpuLearner {
   PolicyConfig policy_;
   PpoLossConfig loss_cfg_;
   std::shared_ptr<ActorCritic<float>> model_;
-  std::vector<float> params_, grads_;  // flat, model_->layout()
+  AlignedVec<float> params_, grads_;  // flat, model_->layout()
   AdamW<float> adam_;
   ActorCritic<float>::Cache cache_;
   // Per-update scratch, reused (sizes fixed by the chunk shape).
   Mat<float> obs_, head_, dhead_;
   Vec<float> values_, dvalues_;
-  std::vector<float> state_;
+  AlignedVec<float> state_;  // (B, state_size)
 };
 
 }  // namespace mambarl

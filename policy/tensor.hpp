@@ -5,6 +5,8 @@
 // features contiguous, which is also the layout the GPU kernels use.
 #pragma once
 
+#include <vector>
+
 #include <Eigen/Core>
 
 namespace mambarl {
@@ -15,6 +17,14 @@ template <typename S>
 using Vec = Eigen::Matrix<S, Eigen::Dynamic, 1>;
 template <typename S>
 using RowVec = Eigen::Matrix<S, 1, Eigen::Dynamic>;
+
+// Flat buffers that Eigen maps (parameters, gradients, recurrent state) use
+// Eigen's aligned allocator: with a fixed base alignment Eigen's SIMD loops
+// peel the same leading elements every time, so a run's floating-point
+// results do not depend on where malloc happened to place a buffer (a plain
+// std::vector made two same-seed runs in one process differ in the last bits).
+template <typename S>
+using AlignedVec = std::vector<S, Eigen::aligned_allocator<S>>;
 
 template <typename S>
 using MatMap = Eigen::Map<Mat<S>>;

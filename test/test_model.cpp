@@ -347,7 +347,7 @@ BOOST_AUTO_TEST_CASE(clip_grad_norm_scales_to_max_norm) {
 
 BOOST_AUTO_TEST_CASE(nonfinite_update_leaves_weights_untouched) {
   CpuLearner learner(tiny_policy("mamba1"), 3, HeadSpec{true, 2}, PpoLossConfig{}, AdamWConfig{}, 5);
-  const std::vector<float> before = learner.params();
+  const AlignedVec<float> before = learner.params();
   const int T = 4, B = 2, M = T * B;
   std::vector<float> obs(static_cast<size_t>(M * 3), 0.5f), act(static_cast<size_t>(M), 1.0f),
       logp(static_cast<size_t>(M), -0.7f), adv(static_cast<size_t>(M), 1.0f), ret(static_cast<size_t>(M), 1.0f),

@@ -37,7 +37,8 @@ AlgoConfig parse_algo(const ConfigNode& n) {
 
 RuntimeConfig parse_runtime(const ConfigNode& n) {
   n.check_known({"seed", "device", "out_dir", "sync", "num_actors", "queue_size", "max_policy_lag",
-                 "log_every", "checkpoint_every", "metrics_format", "plugin", "return_window"});
+                 "log_every", "checkpoint_every", "metrics_format", "plugin", "return_window",
+                 "stop_after_updates"});
   RuntimeConfig r;
   r.seed = n.get<uint64_t>("seed", r.seed);
   r.device = n.get_choice("device", r.device, {"cpu", "cuda"});
@@ -52,6 +53,7 @@ RuntimeConfig parse_runtime(const ConfigNode& n) {
   r.metrics_format = n.get_choice("metrics_format", r.metrics_format, {"csv", "jsonl"});
   r.plugin = n.get<std::string>("plugin", r.plugin);
   r.return_window = n.get_in("return_window", r.return_window, 1, 1 << 20);
+  r.stop_after_updates = n.get_in<long long>("stop_after_updates", r.stop_after_updates, 0, 1LL << 50);
   return r;
 }
 
@@ -128,6 +130,7 @@ std::string Experiment::resolved_yaml(const std::string& policy_resolved) const 
   rt["metrics_format"] = r.metrics_format;
   rt["plugin"] = r.plugin;
   rt["return_window"] = r.return_window;
+  rt["stop_after_updates"] = r.stop_after_updates;
   out["runtime"] = rt;
   YAML::Emitter em;
   em << out;

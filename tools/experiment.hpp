@@ -46,6 +46,8 @@ struct RuntimeConfig {
   std::string metrics_format = "csv";  // csv | jsonl
   std::string plugin;            // empty: the bundled libmambarl_policies.so
   int return_window = 100;       // episodes averaged in mean_return
+  long long stop_after_updates = 0;  // > 0: checkpoint and exit once this many updates are done
+                                     // (time-sliced jobs; continue with --resume). 0: no limit
 };
 
 struct Experiment {

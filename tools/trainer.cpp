@@ -89,6 +89,10 @@ class Run {
   void learn_on(Chunk& chunk, long long lag);
   void run_sync();
   void run_async();
+  bool done() const {
+    return s_.env_steps >= al_.total_env_steps ||
+           (rt_.stop_after_updates > 0 && s_.update >= rt_.stop_after_updates);
+  }
   double lr_now() const {
     if (al_.lr_schedule == "constant") return al_.lr;
     const double frac = 1.0 - static_cast<double>(s_.env_steps) / static_cast<double>(al_.total_env_steps);
@@ -277,7 +281,7 @@ void Run::run_sync() {
   c.allocate(al_.chunk_len, Bk_, spec_.obs_dim, static_cast<int>(session_->info.act_width),
              static_cast<size_t>(session_->info.state_size));
   auto& w = *workers_[0];
-  while (s_.env_steps < al_.total_env_steps) {
+  while (!done()) {
     w.actor().set_weights(board_.w, board_.version);
     w.collect(c);
     s_.env_steps += static_cast<long long>(c.T) * c.B;
@@ -337,7 +341,7 @@ void Run::run_async() {
   };
   try {
     Chunk* c = nullptr;
-    while (s_.env_steps < al_.total_env_steps && full_q.pop(c)) {
+    while (!done() && full_q.pop(c)) {
       s_.env_steps += static_cast<long long>(c->T) * c->B;
       const long long lag = s_.version - c->policy_version;
       if (lag > rt_.max_policy_lag) {
