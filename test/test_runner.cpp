@@ -55,8 +55,31 @@ struct BadConfig {
   const char* expect;  // substring of the error (after "bad.yaml:")
 };
 
+// Writes each broken file, loads and validates it (env and policy included),
+// and checks for one line naming the file and containing `expect`.
+template <size_t N>
+void expect_config_errors(const BadConfig (&cases)[N], const std::string& name) {
+  const fs::path dir = temp_dir(name);
+  const std::string path = (dir / "bad.yaml").string();
+  for (size_t n = 0; n < N; ++n) {
+    std::ofstream(path) << cases[n].yaml;
+    BOOST_TEST_CONTEXT("case " << n << ": " << cases[n].yaml) {
+      try {
+        validate_experiment(load_experiment(path, {std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN}));
+        BOOST_ERROR("no error for a broken config");
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        BOOST_CHECK_MESSAGE(what.find(path) != std::string::npos, "error does not name the file: " << what);
+        BOOST_CHECK_MESSAGE(what.find(cases[n].expect) != std::string::npos,
+                            "error '" << what << "' lacks '" << cases[n].expect << "'");
+        BOOST_CHECK_MESSAGE(what.find('\n') == std::string::npos, "error is not one line: " << what);
+      }
+    }
+  }
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(broken_configs_give_clear_errors) {
-  const std::string plugin = MAMBARL_TEST_PLUGIN;
   const BadConfig cases[] = {
       {"env: {type: cartpole\n", "malformed YAML"},
       {"- a\n- b\n", "must be a YAML map"},
@@ -80,31 +103,12 @@ BOOST_AUTO_TEST_CASE(broken_configs_give_clear_errors) {
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {metrics_format: xml}\n", "runtime.metrics_format"},
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {outdir: x}\n", "runtime.outdir: unknown key"},
   };
-  const fs::path dir = temp_dir("bad_configs");
-  int n = 0;
-  for (const auto& c : cases) {
-    const std::string path = (dir / "bad.yaml").string();
-    std::ofstream(path) << c.yaml;
-    BOOST_TEST_CONTEXT("case " << n << ": " << c.yaml) {
-      try {
-        load_experiment(path, {"runtime.plugin=" + plugin});
-        BOOST_ERROR("no error for a broken config");
-      } catch (const ConfigError& e) {
-        const std::string what = e.what();
-        BOOST_CHECK_MESSAGE(what.rfind(path, 0) == 0, "error does not start with the file: " << what);
-        BOOST_CHECK_MESSAGE(what.find(c.expect) != std::string::npos, "error '" << what << "' lacks '" << c.expect << "'");
-        BOOST_CHECK_MESSAGE(what.find('\n') == std::string::npos, "error is not one line: " << what);
-      }
-    }
-    ++n;
-  }
-  fs::remove_all(dir);
+  expect_config_errors(cases, "bad_configs");
 }
 
 // Env and policy sections are validated by their owners, reached through the
 // same experiment: errors still name file:line and the key.
 BOOST_AUTO_TEST_CASE(broken_env_and_policy_sections_give_clear_errors) {
-  const std::string plugin = MAMBARL_TEST_PLUGIN;
   const BadConfig cases[] = {
       {"env: {type: cartpol}\npolicy: {type: mamba1}\n", "cartpol"},
       {"env: {type: cartpole, num_envs: 0}\npolicy: {type: mamba1}\n", "env.num_envs"},
@@ -119,24 +123,8 @@ BOOST_AUTO_TEST_CASE(broken_env_and_policy_sections_give_clear_errors) {
       {"env: {type: cartpole}\npolicy: {type: mamba1, d_state: 0}\n", "policy.d_state: value 0 is out of range"},
       {"env: {type: cartpole}\npolicy: {type: gru, n_layers: many}\n", "policy.n_layers: cannot read 'many' as an integer"},
   };
-  const fs::path dir = temp_dir("bad_sections");
-  int n = 0;
-  for (const auto& c : cases) {
-    const std::string path = (dir / "bad.yaml").string();
-    std::ofstream(path) << c.yaml;
-    BOOST_TEST_CONTEXT("case " << n << ": " << c.yaml) {
-      try {
-        const Experiment exp = load_experiment(path, {"runtime.plugin=" + plugin});
-        validate_experiment(exp);
-        BOOST_ERROR("no error for a broken config");
-      } catch (const Error& e) {
-        const std::string what = e.what();
-        BOOST_CHECK_MESSAGE(what.find(path) != std::string::npos, "error does not name the file: " << what);
-        BOOST_CHECK_MESSAGE(what.find(c.expect) != std::string::npos, "error '" << what << "' lacks '" << c.expect << "'");
-      }
-    }
-    ++n;
-  }
+  expect_config_errors(cases, "bad_sections");
+  const fs::path dir = temp_dir("bad_plugin");
   // A missing plugin file is named too.
   {
     const std::string path = (dir / "ok.yaml").string();
