@@ -12,9 +12,10 @@
 // the forward, N dot products per token in the backward).
 //
 // Memory: forward keeps no H history. Backward recomputes one env's H_t and
-// exp(Δ_t A) for all t from the saved initial state (2·T·N·E scalars, which
-// stay in L2 at training sizes) and then sweeps that env backwards; this
-// replaces a (T*B, E·N) history, tens of MB of traffic per layer.
+// exp(Δ_t A) for all t from the saved initial state (2·T·N·E scalars, 2 MB
+// at T=64, E=256, N=16 in float) and then sweeps that env backwards; this
+// replaces a (T*B, E·N) history, 67 MB per layer at B=64, written and read
+// back through DRAM. The recompute costs one more exp per state element.
 #include "policy/mamba1.hpp"
 
 #include <algorithm>
@@ -232,7 +233,7 @@ struct Mamba1Mixer<S>::Cache final : MixerCache {
   Mat<S> y;                      // (T*B, E) H C + D ⊙ xc, before the gate
   Mat<S> sig_z;                  // (T*B, E) σ(z)
   Mat<S> gated;                  // (T*B, E) out_proj input
-  Mat<S> state0;                 // (B, state_size) state before t=0
+  Mat<S> state0;                 // (B, state_size) state before t=0, H transposed to (N, E)
   Mat<S> h;                      // (N, E) one env's H at one step
   Vec<S> zeros;                  // (N*E) H_{t-1} after a reset
   // backward
@@ -344,8 +345,13 @@ void Mamba1Mixer<S>::forward(const ParamView<S>& P, const Mat<S>& U, const uint8
   }
   c.u = U;
   c.state0.resize(B, static_cast<Eigen::Index>(ss));
-  for (int b = 0; b < B; ++b)
-    std::memcpy(row_ptr(c.state0, b), state + b * state_stride, ss * sizeof(S));
+  // H goes n-major here once, so that both scans start from it without a copy.
+  const size_t ne = static_cast<size_t>(N_) * E_;
+  for (int b = 0; b < B; ++b) {
+    const S* in = state + b * state_stride;
+    MatMap<S>(row_ptr(c.state0, b), N_, E_) = ConstMatMap<S>(in, E_, N_).transpose();
+    std::memcpy(row_ptr(c.state0, b) + ne, in + ne, (ss - ne) * sizeof(S));
+  }
 
   linear_forward<S>(U, P.mat(in_proj_), nullptr, c.xz);  // (M, 2E)
   conv_forward(P, state, state_stride, c);
@@ -426,13 +432,14 @@ void Mamba1Mixer<S>::scan_forward(const ParamView<S>& P, S* state, size_t state_
   c.zeros.setZero(static_cast<Eigen::Index>(N_) * E_);
   const CArrMap<S> d_skip(P.ptr(d_skip_), E_);
   for (int b = 0; b < B; ++b) {
-    c.h = ConstMatMap<S>(row_ptr(c.state0, b), E_, N_).transpose();
     for (int t = 0; t < T; ++t) {
       const Eigen::Index r = static_cast<Eigen::Index>(t) * B + b;
       const S* bc = row_ptr(c.dbc, r);
-      ssm_step(c.starts[static_cast<size_t>(r)] ? c.zeros.data() : c.h.data(), c.h.data(),
-               static_cast<S*>(nullptr), c.a_t.data(), row_ptr(c.delta, r), row_ptr(c.delta_x, r),
-               bc + R_, N_, E_);
+      const S* h_prev = c.starts[static_cast<size_t>(r)] ? c.zeros.data()
+                        : t == 0                          ? row_ptr(c.state0, b)
+                                                          : c.h.data();
+      ssm_step(h_prev, c.h.data(), static_cast<S*>(nullptr), c.a_t.data(), row_ptr(c.delta, r),
+               row_ptr(c.delta_x, r), bc + R_, N_, E_);
       ArrMap<S> y(row_ptr(c.y, r), E_);
       y = d_skip * CArrMap<S>(row_ptr(c.xc, r), E_);
       for (int n = 0; n < N_; ++n) y += CArrMap<S>(row_ptr(c.h, n), E_) * bc[R_ + N_ + n];
@@ -489,11 +496,10 @@ void Mamba1Mixer<S>::scan_backward(const ParamView<S>& P, const ParamView<S>& G,
   ArrMap<S> dd_skip(c.dd_skip.data(), E_);
 
   for (int b = 0; b < B; ++b) {
-    c.h = ConstMatMap<S>(row_ptr(c.state0, b), E_, N_).transpose();  // H_{-1}
     // H_{t-1} of step t, or nullptr at a start.
     auto h_prev_of = [&](int t) -> const S* {
       if (c.starts[static_cast<size_t>(t) * B + b]) return nullptr;
-      return t == 0 ? c.h.data() : row_ptr(c.h_hist, t - 1);
+      return t == 0 ? row_ptr(c.state0, b) : row_ptr(c.h_hist, t - 1);
     };
     for (int t = 0; t < T; ++t) {
       const Eigen::Index r = static_cast<Eigen::Index>(t) * B + b;

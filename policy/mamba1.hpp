@@ -17,13 +17,14 @@
 namespace mambarl {
 
 struct Mamba1Config {
-  int d_model = 0;  // D
+  int d_model = 0;   // D
   int d_state = 16;  // N
   int d_conv = 4;
-  int expand = 2;   // E = expand * D
-  int dt_rank = 0;  // R; 0 means ceil(D / 16)
+  int expand = 2;    // E = expand * D
+  int dt_rank = 0;   // R; 0 means ceil(D / 16)
   double dt_min = 1e-3, dt_max = 1e-1, dt_init_floor = 1e-4;
-  double out_proj_init_scale = 1.0;  // the model sets 1/sqrt(n_layers) (mamba_ssm's prenorm-residual rescale)
+  // The model sets 1/sqrt(n_layers) (mamba_ssm's prenorm-residual rescale).
+  double out_proj_init_scale = 1.0;
 
   // Throws mambarl::Error naming the field, e.g.
   // "mamba1.d_state must be in [1, 256], got 0".
