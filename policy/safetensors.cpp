@@ -17,6 +17,7 @@
 
 #include "kernels/check.hpp"
 #include "policy/json.hpp"
+#include "policy/posix_file.hpp"
 
 namespace mambarl {
 
@@ -25,13 +26,9 @@ namespace {
 // The reference reader refuses headers above 100 MB; real headers are kilobytes to a
 // few MB. Checked before the header is allocated.
 constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
-// One read()/write() moves at most this much (Linux caps a call near 2 GiB anyway).
-constexpr size_t kMaxIoChunk = size_t{1} << 30;
 
 constexpr DType kAllDTypes[] = {DType::F64, DType::F32, DType::F16, DType::BF16,
                                 DType::I64, DType::I32, DType::U8};
-
-std::string errno_message() { return std::generic_category().message(errno); }
 
 std::optional<DType> parse_dtype(std::string_view s) {
   for (DType d : kAllDTypes)
@@ -69,44 +66,6 @@ std::string describe(const JsonValue& v) {
   return t.size() <= 32 ? t : t.substr(0, 32) + "...";
 }
 
-// Owns a file descriptor; close() reports the error that a destructor would have to drop.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  bool ok() const { return fd_ >= 0; }
-  int close() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
-// Removes the temp file unless the rename consumed it, so every failure path of
-// write_safetensors cleans up, exceptions included.
-class TempFileGuard {
- public:
-  explicit TempFileGuard(std::string path) : path_(std::move(path)) {}
-  TempFileGuard(const TempFileGuard&) = delete;
-  TempFileGuard& operator=(const TempFileGuard&) = delete;
-  ~TempFileGuard() {
-    if (armed_) ::unlink(path_.c_str());
-  }
-  void disarm() { armed_ = false; }
-
- private:
-  std::string path_;
-  bool armed_ = true;
-};
-
 void read_exact(int fd, uint64_t offset, void* dst, size_t n, const std::string& path) {
   auto* p = static_cast<char*>(dst);
   while (n > 0) {
@@ -118,17 +77,6 @@ void read_exact(int fd, uint64_t offset, void* dst, size_t n, const std::string&
     p += r;
     offset += static_cast<uint64_t>(r);
     n -= static_cast<size_t>(r);
-  }
-}
-
-void write_all(int fd, const void* src, size_t n, const std::string& path) {
-  const auto* p = static_cast<const char*>(src);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, std::min(n, kMaxIoChunk));
-    if (w < 0 && errno == EINTR) continue;
-    MAMBARL_CHECK(w > 0, path << ": write failed: " << (w < 0 ? errno_message() : "wrote nothing"));
-    p += w;
-    n -= static_cast<size_t>(w);
   }
 }
 
@@ -286,17 +234,6 @@ std::string build_header(const SafetensorsFile& file, const std::string& path) {
   return header;
 }
 
-void fsync_directory_of(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  // After the rename the new file is already in place; only its durability across a
-  // power loss is in doubt, so say exactly that.
-  MAMBARL_CHECK(fd.ok() && ::fsync(fd.get()) == 0, path << ": written, but syncing directory " << dir
-                                                        << " failed (" << errno_message()
-                                                        << "): the rename may not survive a crash");
-}
-
 }  // namespace
 
 // ---- public API -------------------------------------------------------------------
@@ -382,34 +319,20 @@ void check_tensor_matches(const TensorRecord& t, DType expected, size_t n) {
 void write_safetensors(const std::string& path, const SafetensorsFile& file) {
   // Everything that can be checked is checked before the filesystem is touched.
   const std::string header = build_header(file, path);
-  // The pid keeps concurrent writers of the same checkpoint in different processes
-  // apart. O_TRUNC rather than O_EXCL: a temp left by a crashed run whose pid we
-  // reuse (routine in containers) is ours to overwrite, not a reason to fail.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  TempFileGuard guard(tmp);
-  {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    MAMBARL_CHECK(fd.ok(), path << ": cannot create temp file " << tmp << ": " << errno_message());
+  write_file_atomically(path, [&](int fd) {
     const uint64_t n = header.size();
     uint8_t len[8];
     std::memcpy(len, &n, 8);  // little-endian host (static_assert in the header)
-    write_all(fd.get(), len, sizeof len, path);
-    write_all(fd.get(), header.data(), header.size(), path);
-    for (const TensorRecord& t : file.tensors) write_all(fd.get(), t.bytes.data(), t.bytes.size(), path);
-    MAMBARL_CHECK(::fsync(fd.get()) == 0, path << ": fsync of " << tmp << " failed: " << errno_message());
-    // close() can report a deferred write error (NFS, quota), so it is checked too.
-    MAMBARL_CHECK(fd.close() == 0, path << ": close of " << tmp << " failed: " << errno_message());
-  }
-  MAMBARL_CHECK(::rename(tmp.c_str(), path.c_str()) == 0,
-                path << ": cannot rename " << tmp << " over it: " << errno_message());
-  guard.disarm();
-  fsync_directory_of(path);
+    write_all(fd, len, sizeof len, path);
+    write_all(fd, header.data(), header.size(), path);
+    for (const TensorRecord& t : file.tensors) write_all(fd, t.bytes.data(), t.bytes.size(), path);
+  });
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
   // O_NONBLOCK so that a FIFO at `path` is refused below instead of blocking open();
   // reads of a regular file ignore the flag.
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   MAMBARL_CHECK(fd.ok(), path << ": cannot open: " << errno_message());
   struct stat st {};
   MAMBARL_CHECK(::fstat(fd.get(), &st) == 0, path << ": cannot stat: " << errno_message());

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "kernels/clock_probe.cuh"
 #include "kernels/cuda_check.cuh"
 #include "kernels/device_buffer.cuh"
 #include "policy/gpu_actor.hpp"
@@ -27,7 +28,15 @@ const GpuShape kShapes[] = {
     {"mamba3", 64, 128, 4},   {"mamba3", 1024, 128, 2},
 };
 constexpr int kObs = 4, kActions = 2;  // as the CPU bench: CartPole-sized heads
-constexpr int kWarmup = 100;
+// Warm-up per shape and mode: replays for at least this long, so that the SM
+// clock has ramped from idle to boost before anything is timed.
+constexpr double kWarmupUs = 500e3;
+
+void warm_up(GpuActor& actor) {
+  double us = 0;
+  for (int i = 0; i < 1000 && us < kWarmupUs; ++i)
+    for (double t : actor.time_steps_us(100)) us += t;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -84,10 +93,12 @@ std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double cop
   for (size_t b = 0; b < B; b += 64) starts[b] = 1;
   actor.act(obs.data(), starts.data(), act.data(), logp.data(), val.data());  // staged for the replays
 
-  actor.time_steps_us(kWarmup);
+  warm_up(actor);
+  const double mhz_before = cuda::sm_clock_mhz(nullptr);
   const double graph_us = median(actor.time_steps_us(reps));
+  const double mhz_after = cuda::sm_clock_mhz(nullptr);
   actor.set_launch(GpuActor::Launch::eager);
-  actor.time_steps_us(kWarmup);
+  warm_up(actor);
   const double eager_us = median(actor.time_steps_us(reps));
 
   const double state_bytes = static_cast<double>(B) * actor.state_size() * sizeof(float);
@@ -96,7 +107,8 @@ std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double cop
      << ",\"n_layers\":" << s.L;
   if (std::string(s.type) == "mamba3") os << ",\"headdim\":16";
   os << ",\"us_per_step_graph\":" << graph_us << ",\"us_per_step_eager\":" << eager_us
-     << ",\"env_steps_per_s\":" << s.B * 1e6 / graph_us << ",\"state_bytes\":" << state_bytes;
+     << ",\"env_steps_per_s\":" << s.B * 1e6 / graph_us << ",\"state_bytes\":" << state_bytes
+     << ",\"sm_mhz\":[" << mhz_before << "," << mhz_after << "]";
   if (with_floor) {
     // Read once + write once of the whole recurrent state at the copy bandwidth.
     const double floor_us = 2 * state_bytes / (copy_tbps * 1e12) * 1e6;

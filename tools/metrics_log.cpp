@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "kernels/check.hpp"
-#include "tools/atomic_file.hpp"
+#include "policy/posix_file.hpp"
 
 namespace mambarl {
 

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "kernels/check.hpp"
-#include "tools/atomic_file.hpp"
+#include "policy/posix_file.hpp"
 #include "tools/bounded_queue.hpp"
 #include "tools/learner_loop.hpp"
 #include "tools/metrics_log.hpp"
