@@ -11,6 +11,7 @@
 #include "policy/policy_config.hpp"
 #include "policy/ppo_loss.hpp"
 #include "test/test_util.hpp"
+#include "tools/alloc_counter.hpp"
 
 using namespace mambarl;
 
@@ -363,3 +364,32 @@ BOOST_AUTO_TEST_CASE(nonfinite_update_leaves_weights_untouched) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The rollout's T=1 step reuses its caches: after warm-up it allocates nothing
+// (counted by interposing malloc, tools/alloc_counter.cpp), for every mixer.
+BOOST_AUTO_TEST_CASE(actor_step_allocates_nothing_after_warm_up) {
+  for (const char* type : {"mamba1", "mamba3", "gru", "mlp"}) {
+    BOOST_TEST_CONTEXT("policy " << type) {
+      YAML::Node n = YAML::Load("{d_model: 64, n_layers: 2}");
+      n["type"] = type;
+      CpuLearner learner(PolicyConfig::from_yaml(ConfigNode(n, "test.yaml", "policy")), 4, HeadSpec{true, 2},
+                         PpoLossConfig{}, AdamWConfig{}, 1);
+      const int B = 64;
+      CpuActor actor(learner.shared_model(), B, 2);
+      actor.set_weights(learner.params().data(), learner.params().size(), 0);
+      std::vector<float> obs(B * 4, 0.3f), act(B), logp(B), val(B);
+      std::vector<uint8_t> starts(B, 0);
+      for (int i = 0; i < 3; ++i) {
+        actor.act(obs.data(), starts.data(), act.data(), logp.data(), val.data());
+        actor.peek_values(obs.data(), val.data());
+      }
+      const uint64_t before = heap_allocations();
+      for (int i = 0; i < 20; ++i) {
+        starts[static_cast<size_t>(i)] = 1;  // resets, as in a real rollout
+        actor.act(obs.data(), starts.data(), act.data(), logp.data(), val.data());
+        actor.peek_values(obs.data(), val.data());
+      }
+      BOOST_TEST(heap_allocations() - before == 0u);
+    }
+  }
+}

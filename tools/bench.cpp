@@ -61,6 +61,7 @@ std::string bench_rollout_cpu(const Shape& s, int reps) {
   for (auto& o : obs) o = static_cast<float>(rng.normal());
   for (int i = 0; i < 20; ++i) actor.act(obs.data(), starts.data(), act.data(), logp.data(), val.data());
   std::vector<double> us;
+  us.reserve(static_cast<size_t>(reps));  // the bench's own bookkeeping must not count
   const uint64_t a0 = heap_allocations();
   for (int i = 0; i < reps; ++i) {
     starts[static_cast<size_t>(i % s.B)] = 1;  // a reset somewhere every step, as in a real rollout
