@@ -13,6 +13,9 @@
 #include "policy/cpu_actor.hpp"
 #include "policy/cpu_learner.hpp"
 #include "tools/alloc_counter.hpp"
+#if defined(MAMBARL_HAVE_CUDA)
+#include "tools/bench_rollout_gpu.hpp"
+#endif
 #include "tools/experiment.hpp"
 #include "tools/trainer.hpp"
 
@@ -180,8 +183,16 @@ int run_bench(int argc, char** argv, std::ostream& out) {
   }
   MAMBARL_CHECK(what == "rollout" || what == "train" || what == "e2e",
                 "bench: expected rollout, train or e2e, got '" << what << "'");
-  MAMBARL_CHECK(device == "cpu", "bench: device '" << device
-                                                   << "' is not available in this build (the CUDA engines are not built yet); use --device cpu");
+  MAMBARL_CHECK(device == "cpu" || device == "cuda", "bench: --device must be cpu or cuda, got '" << device << "'");
+  if (device == "cuda") {
+#if defined(MAMBARL_HAVE_CUDA)
+    MAMBARL_CHECK(what == "rollout", "bench " << what << ": the GPU learner is not built yet; only `bench rollout --device cuda` runs on the GPU");
+    out << bench_rollout_gpu_json(reps ? reps : 1000) << std::endl;
+    return 0;
+#else
+    MAMBARL_FAIL("bench: this build has no CUDA engines (configure with -DMAMBARL_CUDA=ON where nvcc is present)");
+#endif
+  }
   out << "{\"bench\":\"" << what << "\",\"device\":\"cpu\",\"threads\":1,";
   if (what == "rollout") {
     std::vector<Shape> shapes;

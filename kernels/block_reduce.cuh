@@ -1,0 +1,49 @@
+// Deterministic block-wide reductions and the RMSNorm scale, device side.
+//
+// Why deterministic: graph replay and eager launches must agree bit for bit,
+// and a replay must not depend on scheduling, so there are no atomics: a
+// fixed xor-shuffle tree inside each warp (a+b == b+a exactly, so every lane
+// ends with the same bits), then every thread sums the warp partials in warp
+// order. Callers launch blocks whose size is a multiple of 32.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace mambarl::cuda {
+
+constexpr float kNormEpsF = 1e-5f;  // MATH.md: all norms use eps = 1e-5
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sum of v over the block; every thread gets the same value. scratch: 32
+// floats of shared memory, free again when this returns.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  v = warp_sum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nwarps = static_cast<int>(blockDim.x + 31) >> 5;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float s = 0.f;
+  for (int w = 0; w < nwarps; ++w) s += scratch[w];
+  __syncthreads();
+  return s;
+}
+
+// 1 / sqrt(mean(x²) + eps) of one row x (n), as the CPU's rmsnorm_forward.
+__device__ __forceinline__ float block_rms_inv(const float* x, int n, float* scratch) {
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = x[i];
+    s += v * v;
+  }
+  s = block_sum(s, scratch);
+  return 1.f / sqrtf(s / static_cast<float>(n) + kNormEpsF);
+}
+
+__device__ __forceinline__ float sigmoidf_ref(float v) { return 1.f / (1.f + expf(-v)); }
+
+}  // namespace mambarl::cuda

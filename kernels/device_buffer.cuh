@@ -1,0 +1,71 @@
+// Owning device and pinned-host arrays whose pointers never move.
+//
+// A captured CUDA graph bakes raw pointers in, so every buffer it touches is
+// allocated once, at its final size, and freed only with its owner. There is
+// no resize: a different size is a different buffer (move-assign a new one),
+// and CudaGraph (policy/cuda_graph.hpp) notices the new address at replay.
+// Pinned host memory makes the per-step H2D/D2H copies asynchronous and
+// lets them live inside the graph as memcpy nodes.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <utility>
+
+#include "kernels/cuda_check.cuh"
+
+namespace mambarl {
+
+template <typename T, bool kPinnedHost>
+class CudaArray {
+ public:
+  CudaArray() = default;
+  explicit CudaArray(size_t n) : n_(n) {
+    if (n == 0) return;
+    void* p = nullptr;
+    if constexpr (kPinnedHost)
+      MAMBARL_CUDA_CHECK(cudaMallocHost(&p, n * sizeof(T)));
+    else
+      MAMBARL_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)));
+    p_ = static_cast<T*>(p);
+  }
+  ~CudaArray() { release(); }
+  CudaArray(const CudaArray&) = delete;
+  CudaArray& operator=(const CudaArray&) = delete;
+  CudaArray(CudaArray&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  CudaArray& operator=(CudaArray&& o) noexcept {
+    if (this != &o) {
+      release();
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+
+  T* data() const { return p_; }
+  size_t size() const { return n_; }
+  size_t bytes() const { return n_ * sizeof(T); }
+
+ private:
+  void release() noexcept {
+    // Errors at free time cannot be reported from a destructor; a sticky
+    // device error will surface at the next checked call instead.
+    if (!p_) return;
+    if constexpr (kPinnedHost)
+      (void)cudaFreeHost(p_);
+    else
+      (void)cudaFree(p_);
+    p_ = nullptr;
+  }
+
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+template <typename T>
+using DeviceBuffer = CudaArray<T, false>;
+template <typename T>
+using PinnedBuffer = CudaArray<T, true>;
+
+}  // namespace mambarl

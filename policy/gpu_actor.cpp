@@ -1,0 +1,479 @@
+#include "policy/gpu_actor.hpp"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "kernels/cuda_check.cuh"
+#include "kernels/device_buffer.cuh"
+#include "kernels/heads_sample.cuh"
+#include "kernels/linear.cuh"
+#include "kernels/mamba1_step.cuh"
+#include "kernels/mamba3_step.cuh"
+#include "kernels/state_reset.cuh"
+#include "policy/cuda_graph.hpp"
+#include "policy/mamba1.hpp"
+#include "policy/mamba3.hpp"
+#include "policy/policy_config.hpp"
+
+namespace mambarl {
+
+namespace {
+
+// cuBLAS's recommended workspace on Hopper; set before capture so that no
+// GEMM allocates inside the graph.
+constexpr size_t kCublasWorkspaceBytes = 32u << 20;
+
+size_t align16(size_t n) { return (n + 15) / 16 * 16; }
+
+class Stream {
+ public:
+  Stream() { MAMBARL_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~Stream() { (void)cudaStreamDestroy(s_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+class Cublas {
+ public:
+  Cublas() { MAMBARL_CUBLAS_CHECK(cublasCreate(&h_)); }
+  ~Cublas() { (void)cublasDestroy(h_); }
+  Cublas(const Cublas&) = delete;
+  Cublas& operator=(const Cublas&) = delete;
+  cublasHandle_t get() const { return h_; }
+
+ private:
+  cublasHandle_t h_ = nullptr;
+};
+
+// One layer: what its launches need, with pointers into the parameter and
+// derived buffers (both fixed for the actor's lifetime).
+struct LayerPlan {
+  bool mamba3 = false;
+  cuda::Mamba1Dims m1;
+  cuda::Mamba1Weights w1;
+  cuda::Mamba3Dims m3;
+  cuda::Mamba3Weights w3;
+  int E = 0, in_rows = 0;
+  size_t state_off = 0;
+  const float* in_w = nullptr;     // (in_rows, D) raw in_proj
+  const float* norm_w = nullptr;   // (D) the layer's pre-norm weight
+  float* in_w_folded = nullptr;    // (in_rows, D) in_w diag(norm_w), derived
+  const float* a_log = nullptr;    // (E, N) mamba1
+  float* a = nullptr;              // (E, N) mamba1: -exp(A_log), derived
+  const float* out_w = nullptr;    // (D, E)
+};
+
+}  // namespace
+
+struct GpuActor::Impl {
+  std::shared_ptr<const ActorCritic<float>> model;
+  const int B;
+  int obs_dim = 0, D = 0, L = 0, A = 0, act_width = 0;
+  size_t S = 0;  // state floats per env
+  long long version = -1;
+  Launch mode = Launch::graph;
+  std::vector<Rng> initial_rngs;  // (B)
+
+  Stream stream;
+  Cublas cublas;
+  DeviceBuffer<uint8_t> cublas_ws{kCublasWorkspaceBytes};
+  DeviceBuffer<float> params, derived, state, peek_state;  // peek_state: at first peek
+  DeviceBuffer<Rng> rngs;
+  DeviceBuffer<float> h, proj, gated;      // (B, D), (B, max in_rows), (B, max E)
+  size_t obs_bytes = 0;
+  PinnedBuffer<uint8_t> in_host;           // [obs f32 (B, obs_dim)][episode_start u8 (B)]
+  DeviceBuffer<uint8_t> in_dev;
+  PinnedBuffer<float> out_host;            // [actions (B, act_width)][logp (B)][values (B)]
+  DeviceBuffer<float> out_dev;
+  DeviceBuffer<uint8_t> zero_flags, mask;  // (B) each
+  std::vector<LayerPlan> layers;
+  cuda::HeadDims head_dims;
+  cuda::HeadWeights head_w;
+  const float *obs_w = nullptr, *obs_b = nullptr;
+  // Declared last: destroyed before the buffers they point into.
+  CudaGraph step_graph{"actor step"}, peek_graph{"actor peek"};
+
+  Impl(std::shared_ptr<const ActorCritic<float>> m, const PolicyConfig& cfg, int num_envs,
+       uint64_t seed);
+  ~Impl() { (void)cudaStreamSynchronize(stream.get()); }
+
+  const float* param(const std::string& name, std::vector<int64_t> shape) const;
+  void plan_layers(const PolicyConfig& cfg, size_t& derived_floats);
+  void derive_weights();
+  std::vector<GraphBinding> bindings(bool peek) const;
+  void record(cudaStream_t s, bool peek);
+  void run(bool peek);
+  void sync() const { MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream.get())); }
+  float* out_actions() const { return out_dev.data(); }
+  float* out_logp() const { return out_dev.data() + static_cast<size_t>(B) * act_width; }
+  float* out_values() const { return out_logp() + B; }
+};
+
+const float* GpuActor::Impl::param(const std::string& name, std::vector<int64_t> shape) const {
+  const ParamLayout& layout = model->layout();
+  const ParamId id = layout.find(name);
+  MAMBARL_CHECK(id >= 0, "GpuActor: the model has no parameter '" << name << "'");
+  MAMBARL_CHECK(layout[id].shape == shape, "GpuActor: parameter '" << name
+                                               << "' does not have the shape its mixer config implies");
+  return params.data() + layout[id].offset;
+}
+
+void GpuActor::Impl::plan_layers(const PolicyConfig& cfg, size_t& derived_floats) {
+  std::vector<size_t> folded_off, a_off;
+  derived_floats = 0;
+  for (int l = 0; l < L; ++l) {
+    const Mixer<float>& mixer = model->mixer(l);
+    MAMBARL_CHECK(mixer.type() == cfg.type, "GpuActor: policy config says '" << cfg.type
+                                                << "' but layer " << l << " of the model is '"
+                                                << mixer.type() << "'");
+    const std::string pre = "layers." + std::to_string(l) + ".mixer.";
+    LayerPlan p;
+    p.state_off = model->layer_state_offset(l);
+    p.norm_w = param("layers." + std::to_string(l) + ".norm.weight", {D});
+    if (const auto* m1 = dynamic_cast<const Mamba1Mixer<float>*>(&mixer)) {
+      const Mamba1Config& c = m1->config();
+      auto& d = p.m1;
+      d = cuda::Mamba1Dims{c.d_model, c.d_inner(), c.d_state, c.d_conv, c.resolved_dt_rank()};
+      p.E = d.E;
+      p.in_rows = 2 * d.E;
+      p.in_w = param(pre + "in_proj.weight", {2 * d.E, D});
+      p.w1.conv_w = param(pre + "conv1d.weight", {d.E, d.K});
+      p.w1.conv_b = param(pre + "conv1d.bias", {d.E});
+      p.w1.x_proj = param(pre + "x_proj.weight", {d.R + 2 * d.N, d.E});
+      p.w1.dt_w = param(pre + "dt_proj.weight", {d.E, d.R});
+      p.w1.dt_b = param(pre + "dt_proj.bias", {d.E});
+      p.a_log = param(pre + "A_log", {d.E, d.N});
+      p.w1.d_skip = param(pre + "D", {d.E});
+      p.out_w = param(pre + "out_proj.weight", {D, d.E});
+      cuda::mamba1_step_configure(d);
+    } else if (const auto* m3 = dynamic_cast<const Mamba3Mixer<float>*>(&mixer)) {
+      const Mamba3Config& c = m3->config();
+      auto& d = p.m3;
+      d.D = c.d_model;
+      d.E = c.d_inner();
+      d.N = c.d_state;
+      d.P = c.headdim;
+      d.H = c.nheads();
+      d.G = c.ngroups;
+      d.Na = c.num_rope_angles();
+      d.a_floor = static_cast<float>(c.a_floor);
+      p.mamba3 = true;
+      p.E = d.E;
+      p.in_rows = d.in_rows();
+      p.in_w = param(pre + "in_proj.weight", {p.in_rows, D});
+      p.w3.dt_bias = param(pre + "dt_bias", {d.H});
+      p.w3.b_bias = param(pre + "B_bias", {d.H, d.N});
+      p.w3.c_bias = param(pre + "C_bias", {d.H, d.N});
+      p.w3.b_norm = param(pre + "B_norm.weight", {d.N});
+      p.w3.c_norm = param(pre + "C_norm.weight", {d.N});
+      p.w3.d_skip = param(pre + "D", {d.H});
+      p.w3.norm = c.is_outproj_norm ? param(pre + "norm.weight", {d.E}) : nullptr;
+      p.out_w = param(pre + "out_proj.weight", {D, d.E});
+      cuda::mamba3_step_configure(d);
+    } else {
+      MAMBARL_FAIL("GpuActor runs mamba1 and mamba3 policies; layer " << l << " is '"
+                                                                       << mixer.type() << "'");
+    }
+    folded_off.push_back(derived_floats);
+    derived_floats += align16(static_cast<size_t>(p.in_rows) * D);
+    a_off.push_back(derived_floats);
+    if (!p.mamba3) derived_floats += align16(static_cast<size_t>(p.m1.E) * p.m1.N);
+    layers.push_back(p);
+  }
+  derived = DeviceBuffer<float>(std::max<size_t>(derived_floats, 1));
+  for (size_t i = 0; i < layers.size(); ++i) {
+    layers[i].in_w_folded = derived.data() + folded_off[i];
+    if (layers[i].mamba3) continue;
+    layers[i].a = derived.data() + a_off[i];
+    layers[i].w1.a = layers[i].a;
+  }
+}
+
+GpuActor::Impl::Impl(std::shared_ptr<const ActorCritic<float>> m, const PolicyConfig& cfg,
+                     int num_envs, uint64_t seed)
+    : model(std::move(m)), B(num_envs) {
+  MAMBARL_CHECK(model, "GpuActor: model is null");
+  MAMBARL_CHECK(num_envs >= 1, "GpuActor: num_envs must be >= 1, got " << num_envs);
+  const ActorCriticSpec& spec = model->spec();
+  obs_dim = spec.obs_dim;
+  D = spec.d_model;
+  L = spec.n_layers;
+  A = spec.head.action_dim;
+  act_width = spec.head.act_width();
+  S = model->state_size();
+  MAMBARL_CHECK(cfg.d_model == D && cfg.n_layers == L,
+                "GpuActor: policy config (d_model " << cfg.d_model << ", n_layers " << cfg.n_layers
+                                                   << ") does not match the model (d_model " << D
+                                                   << ", n_layers " << L << ")");
+  int devices = 0;
+  MAMBARL_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  MAMBARL_CHECK(devices > 0, "GpuActor: no CUDA device");
+
+  MAMBARL_CUBLAS_CHECK(cublasSetStream(cublas.get(), stream.get()));
+  // After SetStream, which resets the workspace to cuBLAS's own pool.
+  MAMBARL_CUBLAS_CHECK(cublasSetWorkspace(cublas.get(), cublas_ws.data(), cublas_ws.bytes()));
+  MAMBARL_CUBLAS_CHECK(cublasSetMathMode(cublas.get(), CUBLAS_DEFAULT_MATH));
+
+  const size_t Bz = static_cast<size_t>(B);
+  params = DeviceBuffer<float>(model->layout().size());
+  MAMBARL_CUDA_CHECK(cudaMemset(params.data(), 0, params.bytes()));
+  size_t derived_floats = 0;
+  plan_layers(cfg, derived_floats);
+  int max_rows = 1, max_e = 1;
+  for (const auto& p : layers) {
+    max_rows = std::max(max_rows, p.in_rows);
+    max_e = std::max(max_e, p.E);
+  }
+  state = DeviceBuffer<float>(std::max<size_t>(Bz * S, 1));
+  MAMBARL_CUDA_CHECK(cudaMemset(state.data(), 0, state.bytes()));
+  h = DeviceBuffer<float>(Bz * D);
+  proj = DeviceBuffer<float>(Bz * max_rows);
+  gated = DeviceBuffer<float>(Bz * max_e);
+  obs_bytes = Bz * obs_dim * sizeof(float);
+  in_host = PinnedBuffer<uint8_t>(obs_bytes + Bz);
+  std::memset(in_host.data(), 0, in_host.bytes());
+  in_dev = DeviceBuffer<uint8_t>(obs_bytes + Bz);
+  out_host = PinnedBuffer<float>(Bz * (act_width + 2));
+  out_dev = DeviceBuffer<float>(Bz * (act_width + 2));
+  zero_flags = DeviceBuffer<uint8_t>(Bz);
+  MAMBARL_CUDA_CHECK(cudaMemset(zero_flags.data(), 0, zero_flags.bytes()));
+  mask = DeviceBuffer<uint8_t>(Bz);
+
+  obs_w = param("obs_proj.weight", {D, obs_dim});
+  obs_b = param("obs_proj.bias", {D});
+  head_dims = cuda::HeadDims{D, A, spec.head.discrete};
+  head_w.norm_f = param("norm_f.weight", {D});
+  head_w.pi_w = param("pi.weight", {A, D});
+  head_w.pi_b = param("pi.bias", {A});
+  head_w.log_std = spec.head.discrete ? nullptr : param("pi.log_std", {A});
+  head_w.v_w = param("v.weight", {1, D});
+  head_w.v_b = param("v.bias", {1});
+  cuda::heads_sample_configure(head_dims);
+  derive_weights();
+
+  for (int b = 0; b < B; ++b) initial_rngs.emplace_back(seed, 0xAC7000 + static_cast<uint64_t>(b));
+  rngs = DeviceBuffer<Rng>(Bz);
+  // Warm-up: one eager step outside capture, so lazy module loading and
+  // cuBLAS's first-call setup never happen inside the graph. With zero
+  // weights and a zero state the step leaves the state at zero; the Rngs it
+  // advanced are re-seeded below.
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(rngs.data(), initial_rngs.data(), rngs.bytes(),
+                                     cudaMemcpyHostToDevice, stream.get()));
+  record(stream.get(), false);
+  MAMBARL_CUDA_CHECK(cudaMemsetAsync(state.data(), 0, state.bytes(), stream.get()));
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(rngs.data(), initial_rngs.data(), rngs.bytes(),
+                                     cudaMemcpyHostToDevice, stream.get()));
+  sync();
+  step_graph.capture(stream.get(), bindings(false), [this](cudaStream_t s) { record(s, false); });
+}
+
+void GpuActor::Impl::derive_weights() {
+  for (const auto& p : layers) {
+    cuda::fold_norm(p.in_rows, D, p.in_w, p.norm_w, p.in_w_folded, stream.get());
+    if (!p.mamba3) cuda::mamba1_derive_a(p.m1.E * p.m1.N, p.a_log, p.a, stream.get());
+  }
+  sync();
+}
+
+std::vector<GraphBinding> GpuActor::Impl::bindings(bool peek) const {
+  std::vector<GraphBinding> b = {
+      GraphBinding::value("batch", B),
+      GraphBinding::buffer("params", params),
+      GraphBinding::buffer("derived weights", derived),
+      GraphBinding::buffer("state", state),
+      GraphBinding::buffer("rngs", rngs),
+      GraphBinding::buffer("residual stream", h),
+      GraphBinding::buffer("in_proj output", proj),
+      GraphBinding::buffer("out_proj input", gated),
+      GraphBinding::buffer("pinned input", in_host),
+      GraphBinding::buffer("device input", in_dev),
+      GraphBinding::buffer("pinned output", out_host),
+      GraphBinding::buffer("device output", out_dev),
+      GraphBinding::buffer("cuBLAS workspace", cublas_ws),
+  };
+  if (peek) {
+    b.push_back(GraphBinding::buffer("peek state", peek_state));
+    b.push_back(GraphBinding::buffer("zero flags", zero_flags));
+  }
+  return b;
+}
+
+// Everything one step enqueues on s; captured once, or run eagerly. A peek
+// reads the state and writes the step's new state into peek_state (which is
+// discarded), with no episode starts, no sampling, and only values copied back.
+void GpuActor::Impl::record(cudaStream_t s, bool peek) {
+  float* obs = reinterpret_cast<float*>(in_dev.data());
+  const uint8_t* starts = peek ? zero_flags.data() : in_dev.data() + obs_bytes;
+  float* state_out = peek ? peek_state.data() : state.data();
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(in_dev.data(), in_host.data(), peek ? obs_bytes : in_dev.bytes(),
+                                     cudaMemcpyHostToDevice, s));
+  cuda::linear_small(B, obs_dim, D, obs, obs_w, obs_b, h.data(), s);
+  for (const auto& p : layers) {
+    cuda::gemm_rows(cublas.get(), B, D, p.in_rows, h.data(), p.in_w_folded, 0.f, proj.data());
+    if (p.mamba3)
+      cuda::mamba3_step(p.m3, p.w3, B, h.data(), proj.data(), starts, state.data() + p.state_off,
+                        state_out + p.state_off, S, gated.data(), s);
+    else
+      cuda::mamba1_step(p.m1, p.w1, B, h.data(), proj.data(), starts, state.data() + p.state_off,
+                        state_out + p.state_off, S, gated.data(), s);
+    // h += W_out gated: the residual add is the GEMM's beta = 1.
+    cuda::gemm_rows(cublas.get(), B, p.E, D, gated.data(), p.out_w, 1.f, h.data());
+  }
+  cuda::heads_sample(head_dims, head_w, B, h.data(), rngs.data(), !peek, out_actions(), out_logp(),
+                     out_values(), s);
+  if (peek)
+    MAMBARL_CUDA_CHECK(cudaMemcpyAsync(out_host.data() + (out_values() - out_dev.data()), out_values(),
+                                       static_cast<size_t>(B) * sizeof(float),
+                                       cudaMemcpyDeviceToHost, s));
+  else
+    MAMBARL_CUDA_CHECK(cudaMemcpyAsync(out_host.data(), out_dev.data(), out_dev.bytes(),
+                                       cudaMemcpyDeviceToHost, s));
+}
+
+void GpuActor::Impl::run(bool peek) {
+  if (mode == Launch::eager) {
+    record(stream.get(), peek);
+    return;
+  }
+  CudaGraph& g = peek ? peek_graph : step_graph;
+  if (!g.captured())
+    g.capture(stream.get(), bindings(peek), [this, peek](cudaStream_t s) { record(s, peek); });
+  g.launch(stream.get());
+}
+
+// ---------------------------------------------------------------------------
+
+GpuActor::GpuActor(std::shared_ptr<const ActorCritic<float>> model, const PolicyConfig& cfg,
+                   int num_envs, uint64_t seed, bool bf16_weights) {
+  MAMBARL_CHECK(!bf16_weights, "GpuActor: bf16 weights are not supported yet; use float32 weights");
+  impl_ = std::make_unique<Impl>(std::move(model), cfg, num_envs, seed);
+}
+
+GpuActor::~GpuActor() = default;
+
+int GpuActor::num_envs() const { return impl_->B; }
+size_t GpuActor::state_size() const { return impl_->S; }
+long long GpuActor::weights_version() const { return impl_->version; }
+void GpuActor::set_launch(Launch mode) { impl_->mode = mode; }
+GpuActor::Launch GpuActor::launch() const { return impl_->mode; }
+
+void GpuActor::set_weights(const float* w, size_t n, long long version) {
+  Impl& m = *impl_;
+  MAMBARL_CHECK(n == m.params.size(), "GpuActor: weights have " << n << " floats, model has "
+                                                                << m.params.size());
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(m.params.data(), w, m.params.bytes(), cudaMemcpyHostToDevice,
+                                     m.stream.get()));
+  m.derive_weights();
+  m.version = version;
+}
+
+void GpuActor::reset(const uint8_t* mask) {
+  Impl& m = *impl_;
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(m.mask.data(), mask, m.mask.bytes(), cudaMemcpyHostToDevice,
+                                     m.stream.get()));
+  cuda::zero_masked_rows(m.B, m.S, m.mask.data(), m.state.data(), m.stream.get());
+  m.sync();
+}
+
+void GpuActor::act(const float* obs, const uint8_t* episode_start, float* actions, float* logp,
+                   float* values) {
+  Impl& m = *impl_;
+  const size_t Bz = static_cast<size_t>(m.B);
+  std::memcpy(m.in_host.data(), obs, m.obs_bytes);
+  std::memcpy(m.in_host.data() + m.obs_bytes, episode_start, Bz);
+  m.run(false);
+  m.sync();
+  const float* out = m.out_host.data();
+  std::memcpy(actions, out, Bz * m.act_width * sizeof(float));
+  std::memcpy(logp, out + Bz * m.act_width, Bz * sizeof(float));
+  std::memcpy(values, out + Bz * (m.act_width + 1), Bz * sizeof(float));
+}
+
+void GpuActor::peek_values(const float* obs, float* values) {
+  Impl& m = *impl_;
+  if (!m.peek_state.data()) m.peek_state = DeviceBuffer<float>(m.state.size());
+  std::memcpy(m.in_host.data(), obs, m.obs_bytes);
+  m.run(true);
+  m.sync();
+  std::memcpy(values, m.out_host.data() + static_cast<size_t>(m.B) * (m.act_width + 1),
+              static_cast<size_t>(m.B) * sizeof(float));
+}
+
+std::vector<float> GpuActor::state() const {
+  const Impl& m = *impl_;
+  std::vector<float> s(static_cast<size_t>(m.B) * m.S);
+  if (!s.empty())
+    MAMBARL_CUDA_CHECK(cudaMemcpyAsync(s.data(), m.state.data(), s.size() * sizeof(float),
+                                       cudaMemcpyDeviceToHost, m.stream.get()));
+  m.sync();
+  return s;
+}
+
+void GpuActor::set_state(const float* s, size_t n) {
+  Impl& m = *impl_;
+  MAMBARL_CHECK(n == static_cast<size_t>(m.B) * m.S,
+                "GpuActor: state has " << n << " floats, expected num_envs " << m.B
+                                       << " x state_size " << m.S);
+  if (n)
+    MAMBARL_CUDA_CHECK(cudaMemcpyAsync(m.state.data(), s, n * sizeof(float), cudaMemcpyHostToDevice,
+                                       m.stream.get()));
+  m.sync();
+}
+
+std::vector<Rng> GpuActor::rngs() const {
+  const Impl& m = *impl_;
+  std::vector<Rng> r(static_cast<size_t>(m.B));
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(r.data(), m.rngs.data(), m.rngs.bytes(), cudaMemcpyDeviceToHost,
+                                     m.stream.get()));
+  m.sync();
+  return r;
+}
+
+void GpuActor::set_rngs(const Rng* r, size_t n) {
+  Impl& m = *impl_;
+  MAMBARL_CHECK(n == static_cast<size_t>(m.B),
+                "GpuActor: " << n << " Rngs given, the actor has " << m.B << " envs");
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(m.rngs.data(), r, m.rngs.bytes(), cudaMemcpyHostToDevice,
+                                     m.stream.get()));
+  m.sync();
+}
+
+std::vector<double> GpuActor::time_steps_us(int reps) {
+  Impl& m = *impl_;
+  MAMBARL_CHECK(reps >= 1, "GpuActor::time_steps_us: reps must be >= 1, got " << reps);
+  // One event between consecutive steps, all enqueued before the first
+  // sync: the device runs the steps back to back, so each interval is one
+  // step's device time including its share of launch gaps.
+  std::vector<cudaEvent_t> ev(static_cast<size_t>(reps) + 1, nullptr);
+  struct Events {
+    std::vector<cudaEvent_t>& e;
+    ~Events() {
+      for (auto x : e)
+        if (x) (void)cudaEventDestroy(x);
+    }
+  } guard{ev};
+  for (auto& e : ev) MAMBARL_CUDA_CHECK(cudaEventCreate(&e));
+  MAMBARL_CUDA_CHECK(cudaEventRecord(ev[0], m.stream.get()));
+  for (int i = 0; i < reps; ++i) {
+    m.run(false);
+    MAMBARL_CUDA_CHECK(cudaEventRecord(ev[static_cast<size_t>(i) + 1], m.stream.get()));
+  }
+  m.sync();
+  std::vector<double> us(static_cast<size_t>(reps));
+  for (int i = 0; i < reps; ++i) {
+    float ms = 0.f;
+    MAMBARL_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[static_cast<size_t>(i)], ev[static_cast<size_t>(i) + 1]));
+    us[static_cast<size_t>(i)] = 1e3 * ms;
+  }
+  return us;
+}
+
+}  // namespace mambarl

@@ -1,0 +1,77 @@
+// The actor role on the GPU (CpuActor's twin, policy/cpu_actor.hpp): one
+// recurrent state slot per env on the device, and a T=1 step that is ONE
+// CUDA graph replay: the H2D copy of obs + episode_start flags from pinned
+// memory, the observation projection, every layer (in_proj GEMM, the fused
+// mixer step kernel that reads and writes the layer's state once, out_proj
+// GEMM with the residual add), the final norm, both heads, sampling with a
+// per-env device Rng, and the D2H copy of actions/logp/values. Host work per
+// step: two memcpys into/out of pinned staging and one stream sync.
+//
+// Parity with CpuActor: same parameter layout (the flat f32 buffer is
+// uploaded as is and read in place), same state layout per env, same Rng per
+// env (seeded (seed, 0xAC7000 + b)) and the same draws, so tests compare
+// values/logp within f32 tolerance and actions exactly where the sampled
+// uniform is not within rounding of a CDF boundary.
+//
+// Supports mamba1 and mamba3 mixers. The graph is captured for this actor's
+// batch and buffers; it refuses to replay if one of them changed (see
+// policy/cuda_graph.hpp). A new batch size means a new GpuActor.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/rng.hpp"
+#include "policy/actor_critic.hpp"
+
+namespace mambarl {
+
+struct PolicyConfig;
+
+class GpuActor {
+ public:
+  // graph: act() replays the captured graph; eager: it launches the same
+  // kernels one by one (the graph's reference, and the bench's baseline).
+  enum class Launch { graph, eager };
+
+  // bf16_weights is refused for now (float32 weights only).
+  GpuActor(std::shared_ptr<const ActorCritic<float>> model, const PolicyConfig& cfg, int num_envs,
+           uint64_t seed, bool bf16_weights = false);
+  ~GpuActor();
+  GpuActor(const GpuActor&) = delete;
+  GpuActor& operator=(const GpuActor&) = delete;
+
+  int num_envs() const;
+  size_t state_size() const;  // floats per env, all layers
+  void set_weights(const float* w, size_t n, long long version);
+  long long weights_version() const;
+
+  void reset(const uint8_t* mask);  // (B) host
+  // Host pointers: obs (B, obs_dim), episode_start (B) -> actions (B, act_width), logp (B),
+  // values (B). Env b with episode_start[b] = 1 has its state zeroed before the step.
+  void act(const float* obs, const uint8_t* episode_start, float* actions, float* logp,
+           float* values);
+  // V(obs) from the current state without advancing it or the Rngs.
+  void peek_values(const float* obs, float* values);
+
+  // Checkpoint access (device <-> host copies).
+  std::vector<float> state() const;  // (B, state_size)
+  void set_state(const float* s, size_t n);
+  std::vector<Rng> rngs() const;     // (B)
+  void set_rngs(const Rng* r, size_t n);
+
+  void set_launch(Launch mode);
+  Launch launch() const;
+
+  // Device time in µs of each of `reps` steps (CUDA events around each one),
+  // replaying the inputs of the last act() in the current launch mode.
+  std::vector<double> time_steps_us(int reps);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mambarl
