@@ -179,41 +179,53 @@ struct LaneKernels {
   //   dq = S_tᵀ dy,  dα = <dS_t, S_{t-1}>,  dγ = xᵀ dS_t k,  dβ = v_prevᵀ dS_t k_prev,
   //   dk = γ dS_tᵀ x + dk_carry,  dx = D dy + γ dS_t k + dv_carry,  dD += dy·x,
   //   carries to t-1: α dS_t, β dS_tᵀ v_prev (to k_{t-1}), β dS_t k_prev (to x_{t-1}).
-  static void backward(const LaneGrad<S>& g, int P, int N, int H_rt) {
+  // gx, bv, u, w: (P, H) scratch owned by the caller.
+  static void backward(const LaneGrad<S>& g, S* gx, S* bv, S* u, S* w, int P, int N, int H_rt) {
     const int H = width(H_rt);
     // Local copies: stores through the output pointers could alias g, which
-    // would force a reload of each field on every (p, n).
+    // would force a reload of each field on every (n, p).
     const S *x = g.x, *dy = g.dy, *v_prev = g.v_prev, *s = g.s, *s_prev = g.s_prev;
-    const S *k = g.k, *q = g.q, *k_prev = g.k_prev;
-    S *ds = g.ds, *dv_carry = g.dv_carry, *dk_carry = g.dk_carry, *dk = g.dk, *dq = g.dq;
+    S* ds = g.ds;
     const CLMap alpha(g.alpha, H), beta(g.beta, H), gamma(g.gamma, H), d_skip(g.d_skip, H);
-    std::copy(dk_carry, dk_carry + N * H, dk);
-    std::fill(dk_carry, dk_carry + N * H, S(0));
-    std::fill(dq, dq + N * H, S(0));
-    Lane dalpha = Lane::Zero(H), dbeta = Lane::Zero(H), dgamma = Lane::Zero(H),
-         dd = Lane::Zero(H);
     for (int p = 0; p < P; ++p) {
-      const Lane dyp = CLMap(dy + p * H, H), xp = CLMap(x + p * H, H),
-                 vp = CLMap(v_prev + p * H, H);
-      const Lane gx = gamma * xp, bv = beta * vp;
-      Lane u = Lane::Zero(H), w = Lane::Zero(H);  // (dS_t k)_p, (dS_t k_prev)_p
-      for (int n = 0; n < N; ++n) {
+      LMap(gx + p * H, H) = gamma * CLMap(x + p * H, H);
+      LMap(bv + p * H, H) = beta * CLMap(v_prev + p * H, H);
+    }
+    std::fill(u, u + P * H, S(0));
+    std::fill(w, w + P * H, S(0));
+    // n outer: the per-n sums (dq, dk, dk_prev) stay in registers; the
+    // per-p ones (u, w) go through the small (P, H) scratch.
+    Lane dalpha = Lane::Zero(H);
+    for (int n = 0; n < N; ++n) {
+      const Lane qn = CLMap(g.q + n * H, H), kn = CLMap(g.k + n * H, H),
+                 kpn = CLMap(g.k_prev + n * H, H);
+      Lane dq = Lane::Zero(H), dk = CLMap(g.dk_carry + n * H, H), dk_prev = Lane::Zero(H);
+      for (int p = 0; p < P; ++p) {
         const int o = (p * N + n) * H;
         LMap ds_pn(ds + o, H);
-        const Lane r = ds_pn + dyp * CLMap(q + n * H, H);  // dL/dS_t at (p, n)
-        u += r * CLMap(k + n * H, H);
-        w += r * CLMap(k_prev + n * H, H);
+        const Lane dyp = CLMap(dy + p * H, H);
+        const Lane r = ds_pn + dyp * qn;  // dL/dS_t at (p, n)
+        LMap(u + p * H, H) += r * kn;
+        LMap(w + p * H, H) += r * kpn;
         dalpha += r * CLMap(s_prev + o, H);
-        LMap(dq + n * H, H) += dyp * CLMap(s + o, H);
-        LMap(dk + n * H, H) += gx * r;
-        LMap(dk_carry + n * H, H) += bv * r;
+        dq += dyp * CLMap(s + o, H);
+        dk += CLMap(gx + p * H, H) * r;
+        dk_prev += CLMap(bv + p * H, H) * r;
         ds_pn = alpha * r;
       }
-      LMap(g.dx + p * H, H) = d_skip * dyp + gamma * u + CLMap(dv_carry + p * H, H);
-      dgamma += xp * u;
-      dbeta += vp * w;
+      LMap(g.dq + n * H, H) = dq;
+      LMap(g.dk + n * H, H) = dk;
+      LMap(g.dk_carry + n * H, H) = dk_prev;  // dk_carry[n] was read above, before this write
+    }
+    Lane dbeta = Lane::Zero(H), dgamma = Lane::Zero(H), dd = Lane::Zero(H);
+    for (int p = 0; p < P; ++p) {
+      const Lane dyp = CLMap(dy + p * H, H), xp = CLMap(x + p * H, H);
+      const Lane up = CLMap(u + p * H, H), wp = CLMap(w + p * H, H);
+      LMap(g.dx + p * H, H) = d_skip * dyp + gamma * up + CLMap(g.dv_carry + p * H, H);
+      LMap(g.dv_carry + p * H, H) = beta * wp;
+      dgamma += xp * up;
+      dbeta += CLMap(v_prev + p * H, H) * wp;
       dd += dyp * xp;
-      LMap(dv_carry + p * H, H) = beta * w;
     }
     LMap(g.dalpha, H) = dalpha;
     LMap(g.dbeta, H) = dbeta;
@@ -244,6 +256,8 @@ struct Mamba3Mixer<S>::Cache final : MixerCache {
   Mat<S> u;                               // (T*B, D) input, for dW_in
   Mat<S> zx;                              // (T*B, R) in_proj output [z x B C dd_dt dd_A λ θ]
   Mat<S> dt, a, lam, alpha, beta, gamma;  // (T*B, H)
+  Mat<S> dt_grad;                         // (T*B, H) d dt / d dd_dt = σ(dd_dt + dt_bias)
+  Mat<S> tanh_theta;                      // (T*B, Na)
   Mat<S> b_raw, c_raw, b_n, c_n;          // (T*B*G, N) row r*G+g: group g of token r
   Vec<S> b_rstd, c_rstd;                  // (T*B*G)
   Mat<S> phi, phi_cos, phi_sin;           // (T*B, Na*H) lane-major angle after step t
@@ -271,6 +285,7 @@ struct Mamba3Mixer<S>::Cache final : MixerCache {
   Vec<S> dk_carry;                        // (N*H) dL/dk_{t-1} through step t's β term
   Vec<S> dv_carry;                        // (P*H) dL/dx_{t-1} through step t's β term
   Vec<S> dx_lane;                         // (P*H) one token's dL/dx
+  Mat<S> lane_tmp;                        // (4, P*H) the sweep's γx, βv, dS k, dS k_prev
   Vec<S> dphi_carry;                      // (Na*H)
 };
 
@@ -385,22 +400,26 @@ void Mamba3Mixer<S>::forward(const ParamView<S>& P, const Mat<S>& U, const uint8
   linear_forward<S>(c.gated, P.mat(out_proj_), nullptr, Y);  // (M, D)
 }
 
-// dt = softplus(dd_dt + dt_bias), A = min(-heavy_tail(dd_A), -a_floor) with
-// heavy_tail(v) = 1+v (v >= 0), 1/(1-v) (v < 0), λ = σ(λ_raw), α = exp(A dt),
-// β = α dt (1-λ), γ = λ dt; all (M, H), vectorised over the whole block.
+// dt = softplus(dd_dt + dt_bias), A = min(-heavy_tail(dd_A), -a_floor),
+// λ = σ(λ_raw), α = exp(A dt), β = α dt (1-λ), γ = λ dt, all (M, H); and
+// tanh(θ) (M, Na). Vectorised over whole blocks and written without
+// branches (Eigen 3.4's select() is scalar, and v >= 0 is a coin flip):
+//   heavy_tail(v) = 1+v (v >= 0), 1/(1-v) (v < 0) = (1 + max(v,0)) / (1 - min(v,0))
+//   softplus(u) = log(1 + e^u) = max(u,0) + log1p(e^-|u|)
 template <typename S>
 void Mamba3Mixer<S>::head_scalars_forward(const ParamView<S>& P, Cache& c) const {
   const ConstVecMap<S> dt_bias(P.ptr(dt_bias_), H_);
   const S neg_floor = static_cast<S>(-cfg_.a_floor);
-  c.dt = c.zx.middleCols(o_dt_, H_).rowwise() + dt_bias.transpose();
-  // softplus as ops.hpp: the identity above 20, where log1p(e^v) == v in float.
-  c.dt = (c.dt.array() > S(20)).select(c.dt.array(), c.dt.array().exp().log1p()).matrix();
+  c.dt = c.zx.middleCols(o_dt_, H_).rowwise() + dt_bias.transpose();  // u, contiguous
+  c.dt_grad = (S(1) + (-c.dt.array()).exp()).inverse().matrix();        // softplus'(u) = σ(u)
+  c.dt = (c.dt.array().max(S(0)) + (-c.dt.array().abs()).exp().log1p()).matrix();
   const auto v = c.zx.middleCols(o_a_, H_).array();
-  c.a = (-(v >= S(0)).select(S(1) + v, S(1) / (S(1) - v))).min(neg_floor).matrix();
+  c.a = (-(S(1) + v.max(S(0))) / (S(1) - v.min(S(0)))).min(neg_floor).matrix();
   c.lam = (S(1) + (-c.zx.middleCols(o_lam_, H_).array()).exp()).inverse().matrix();
   c.alpha = (c.a.array() * c.dt.array()).exp().matrix();
   c.beta = (c.alpha.array() * c.dt.array() * (S(1) - c.lam.array())).matrix();
   c.gamma = (c.lam.array() * c.dt.array()).matrix();
+  c.tanh_theta = c.zx.middleCols(o_th_, Na_).array().tanh().matrix();
 }
 
 // φ_{h,a} ← (φ_{h,a} (1 - s_t) + π tanh(θ_a) dt_h) mod 2π, env by env with the
@@ -422,7 +441,7 @@ void Mamba3Mixer<S>::angles_forward(S* state, size_t state_stride, Cache& c) con
       const ConstVecMap<S> dt(row_ptr(c.dt, r), H_);
       for (int a = 0; a < Na_; ++a) {
         ArrMap<S> phi(lanes + a * H_, H_);
-        phi += (S(kPi) * std::tanh(row_ptr(c.zx, r)[o_th_ + a])) * dt.array();
+        phi += (S(kPi) * c.tanh_theta(r, a)) * dt.array();
         phi -= two_pi * (phi / two_pi).floor();
       }
       std::copy(lanes, lanes + Na_ * H_, row_ptr(c.phi, r));
@@ -547,7 +566,7 @@ void Mamba3Mixer<S>::backward(const ParamView<S>& P, const Mat<S>& dY, MixerCach
   gate_backward(P, G, c);           // dy, dz
   ssm_backward(P, G, c);            // dk, dq, dx, dα, dβ, dγ, dD
   rotate_angles_backward(c);        // dk, dq un-rotated; dφ through the scan
-  head_scalars_backward(P, G, c);   // dd_dt, dd_A, dλ, dθ, ddt_bias
+  head_scalars_backward(G, c);      // dd_dt, dd_A, dλ, dθ, ddt_bias
   bc_backward(P, G, c);             // dB, dC, norm weights, biases
   linear_backward<S>(c.u, P.mat(in_proj_), c.dzx, G.mat(in_proj_), nullptr, &dU);
 }
@@ -600,6 +619,7 @@ void Mamba3Mixer<S>::ssm_backward(const ParamView<S>& P, const ParamView<S>& G, 
   c.dk_carry.resize(N_ * H_);
   c.dv_carry.resize(P_ * H_);
   c.dx_lane.resize(P_ * H_);
+  c.lane_tmp.resize(4, P_ * H_);
   const S* zeros = c.zeros.data();
   S* s0 = c.lanes.data();     // (P*N, H) S before t=0
   const S* k0 = s0 + HPN;     // (N, H)
@@ -643,7 +663,8 @@ void Mamba3Mixer<S>::ssm_backward(const ParamView<S>& P, const ParamView<S>& G, 
         g.dk = row_ptr(c.dk, r), g.dq = row_ptr(c.dq, r), g.dx = c.dx_lane.data();
         g.dalpha = row_ptr(c.dalpha, r), g.dbeta = row_ptr(c.dbeta, r);
         g.dgamma = row_ptr(c.dgamma, r), g.dd_skip = G.ptr(d_skip_);
-        K::backward(g, P_, N_, H_);
+        K::backward(g, row_ptr(c.lane_tmp, 0), row_ptr(c.lane_tmp, 1), row_ptr(c.lane_tmp, 2),
+                    row_ptr(c.lane_tmp, 3), P_, N_, H_);
         transpose_into(row_ptr(c.dzx, r) + o_x_, c.dx_lane.data(), P_, H_);
         if (c.starts[r]) {  // the state before a start was zeroed: cut every path into it
           c.ds_carry.setZero();
@@ -693,8 +714,7 @@ void Mamba3Mixer<S>::rotate_angles_backward(Cache& c) const {
 // Chain rule from (dα, dβ, dγ, dΔφ) to the in_proj columns dd_dt, dd_A, λ_raw,
 // θ_raw and to dt_bias.
 template <typename S>
-void Mamba3Mixer<S>::head_scalars_backward(const ParamView<S>& P, const ParamView<S>& G,
-                                           Cache& c) const {
+void Mamba3Mixer<S>::head_scalars_backward(const ParamView<S>& G, Cache& c) const {
   const Eigen::Index M = c.zx.rows();
   const S pi = S(kPi);
   // Δφ_{h,a} = π tanh(θ_a) dt_h, θ shared by all heads: dθ_a and dt's share.
@@ -703,29 +723,37 @@ void Mamba3Mixer<S>::head_scalars_backward(const ParamView<S>& P, const ParamVie
     const auto dt = c.dt.row(r).array().transpose();
     ArrMap<S> ddt(row_ptr(c.ddt, r), H_);
     for (int a = 0; a < Na_; ++a) {
-      const S th = std::tanh(row_ptr(c.zx, r)[o_th_ + a]);
+      const S th = c.tanh_theta(r, a);
       const CArrMap<S> dphi(row_ptr(c.dphi, r) + a * H_, H_);
       ddt += (pi * th) * dphi;
       row_ptr(c.dzx, r)[o_th_ + a] = pi * (S(1) - th * th) * (dphi * dt).sum();
     }
   }
   const auto dt = c.dt.array(), a = c.a.array(), lam = c.lam.array(), alpha = c.alpha.array();
-  const auto dalpha = c.dalpha.array(), dbeta = c.dbeta.array(), dgamma = c.dgamma.array();
-  // β = α dt (1-λ) also depends on α.
-  const auto g_alpha = dalpha + dbeta * dt * (S(1) - lam);
-  c.ddt.array() += g_alpha * alpha * a + dbeta * alpha * (S(1) - lam) + dgamma * lam;
-  // A = min(-heavy_tail(v), -a_floor): zero gradient where the floor holds.
-  const auto v = c.zx.middleCols(o_a_, H_).array();
-  const auto heavy_tail = (v >= S(0)).select(S(1) + v, S(1) / (S(1) - v));
-  const auto heavy_tail_grad = (v >= S(0)).select(S(1), (S(1) / (S(1) - v)).square());
-  c.dzx.middleCols(o_a_, H_).array() =
-      (-heavy_tail < static_cast<S>(-cfg_.a_floor)).select(-heavy_tail_grad * g_alpha * alpha * dt, S(0));
-  // dt = softplus(u), u = dd_dt + dt_bias: softplus' = σ(u).
-  const ConstVecMap<S> dt_bias(P.ptr(dt_bias_), H_);
-  const auto u = (c.zx.middleCols(o_dt_, H_).rowwise() + dt_bias.transpose()).array();
-  c.dzx.middleCols(o_dt_, H_).array() = c.ddt.array() / (S(1) + (-u).exp());
-  G.vec(dt_bias_) += c.dzx.middleCols(o_dt_, H_).colwise().sum().transpose();
+  const auto dbeta = c.dbeta.array(), dgamma = c.dgamma.array();
   c.dzx.middleCols(o_lam_, H_).array() = (dgamma - dbeta * alpha) * dt * lam * (S(1) - lam);
+  // β = α dt (1-λ) also depends on α: dalpha becomes the total dL/dα, in place.
+  c.dalpha.array() += dbeta * dt * (S(1) - lam);
+  const auto g_alpha = c.dalpha.array();
+  c.ddt.array() += g_alpha * alpha * a + dbeta * alpha * (S(1) - lam) + dgamma * lam;
+  // A = -heavy_tail(v) where A < -a_floor, else the floor (zero gradient);
+  // heavy_tail'(v) = 1/(1 - min(v,0))². A plain loop with a ternary, which the
+  // compiler vectorises (a compare and a blend), unlike Eigen 3.4's select().
+  const S neg_floor = static_cast<S>(-cfg_.a_floor);
+  for (Eigen::Index r = 0; r < M; ++r) {
+    const S *v = row_ptr(c.zx, r) + o_a_, *a_r = row_ptr(c.a, r), *g_r = row_ptr(c.dalpha, r),
+            *al_r = row_ptr(c.alpha, r), *dt_r = row_ptr(c.dt, r);
+    S* dv = row_ptr(c.dzx, r) + o_a_;
+    for (int h = 0; h < H_; ++h) {
+      const S m = S(1) - std::min(v[h], S(0));
+      dv[h] = a_r[h] < neg_floor ? -g_r[h] * al_r[h] * dt_r[h] / (m * m) : S(0);
+    }
+  }
+  // dt = softplus(dd_dt + dt_bias). Summed for dt_bias on the contiguous
+  // (M, H) scratch, not on the strided block of dzx.
+  c.ddt.array() *= c.dt_grad.array();
+  G.vec(dt_bias_) += c.ddt.colwise().sum().transpose();
+  c.dzx.middleCols(o_dt_, H_) = c.ddt;
 }
 
 // dk̃_h = d(RMSNorm(B_g) + B_bias_h): the bias takes it per head, the group's

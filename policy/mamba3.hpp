@@ -79,7 +79,7 @@ class Mamba3Mixer final : public Mixer<S> {
   void gate_backward(const ParamView<S>& P, const ParamView<S>& G, Cache& c) const;
   void ssm_backward(const ParamView<S>& P, const ParamView<S>& G, Cache& c) const;
   void rotate_angles_backward(Cache& c) const;
-  void head_scalars_backward(const ParamView<S>& P, const ParamView<S>& G, Cache& c) const;
+  void head_scalars_backward(const ParamView<S>& G, Cache& c) const;
   void bc_backward(const ParamView<S>& P, const ParamView<S>& G, Cache& c) const;
 
   Mamba3Config cfg_;
