@@ -51,20 +51,6 @@ void Mamba1Config::validate() const {
 
 namespace {
 
-template <typename S>
-using ArrMap = Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>>;
-template <typename S>
-using CArrMap = Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>;
-
-template <typename S>
-S* row_ptr(Mat<S>& m, Eigen::Index r) {
-  return m.data() + r * m.cols();
-}
-template <typename S>
-const S* row_ptr(const Mat<S>& m, Eigen::Index r) {
-  return m.data() + r * m.cols();
-}
-
 // exp(x) for x <= 0, the scan's decay exp(Δ A) (Δ >= 0, A < 0). It is the
 // mixer's hottest line (T·B·E·N evaluations, twice per training step), so the
 // float version skips what Eigen's general pexp pays for: the upper clamp

@@ -60,20 +60,6 @@ namespace {
 
 constexpr double kPi = 3.141592653589793238462643383279502884;
 
-template <typename S>
-using ArrMap = Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>>;
-template <typename S>
-using CArrMap = Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>;
-
-template <typename S>
-S* row_ptr(Mat<S>& m, Eigen::Index r) {
-  return m.data() + r * m.cols();
-}
-template <typename S>
-const S* row_ptr(const Mat<S>& m, Eigen::Index r) {
-  return m.data() + r * m.cols();
-}
-
 // dst (cols, rows) = src (rows, cols)ᵀ, both row-major and distinct.
 template <typename S>
 void transpose_into(S* dst, const S* src, int rows, int cols) {

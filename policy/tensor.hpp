@@ -35,4 +35,20 @@ using VecMap = Eigen::Map<Vec<S>>;
 template <typename S>
 using ConstVecMap = Eigen::Map<const Vec<S>>;
 
+// Flat arrays (for elementwise math over a contiguous slice).
+template <typename S>
+using ArrMap = Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>>;
+template <typename S>
+using CArrMap = Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>;
+
+// Start of row r of a row-major matrix: token r's features.
+template <typename S>
+S* row_ptr(Mat<S>& m, Eigen::Index r) {
+  return m.data() + r * m.cols();
+}
+template <typename S>
+const S* row_ptr(const Mat<S>& m, Eigen::Index r) {
+  return m.data() + r * m.cols();
+}
+
 }  // namespace mambarl
