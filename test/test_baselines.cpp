@@ -173,53 +173,6 @@ Mat<double> run_forward(const Mixer<double>& mixer, const ParamLayout& layout,
   return Y;
 }
 
-// The same problem through a float and a double instance of one mixer type.
-template <template <typename> class MixerT, typename Config>
-void check_float_matches_double(const Config& cfg) {
-  const int T = 16, B = 4;
-  ParamLayout layout, layout_f;
-  MixerT<double> mixer_d(cfg, layout, "m.");
-  MixerT<float> mixer_f(cfg, layout_f, "m.");
-  std::vector<uint8_t> starts(T * B, 0);
-  starts[0 * B + 1] = starts[5 * B + 0] = starts[11 * B + 0] = starts[9 * B + 3] = 1;
-  const MixerProblem p = make_problem(mixer_d, layout, T, B, starts, 15);
-  const size_t ss = mixer_d.state_size();
-
-  std::vector<double> state_d = p.state0, grads_d(layout.size(), 0.0);
-  Mat<double> Y_d, dU_d;
-  auto cache_d = mixer_d.make_cache();
-  ParamView<double> P_d(layout, const_cast<double*>(p.params.data()));
-  mixer_d.forward(P_d, p.U, starts.data(), T, B, state_d.data(), ss, Y_d, *cache_d);
-  mixer_d.backward(P_d, p.R, *cache_d, ParamView<double>(layout, grads_d.data()), dU_d);
-
-  std::vector<float> params_f(p.params.begin(), p.params.end()), grads_f(layout.size(), 0.f);
-  std::vector<float> state_f(p.state0.begin(), p.state0.end());
-  const Mat<float> U_f = p.U.cast<float>(), R_f = p.R.cast<float>();
-  Mat<float> Y_f, dU_f;
-  auto cache_f = mixer_f.make_cache();
-  ParamView<float> P_f(layout_f, params_f.data());
-  mixer_f.forward(P_f, U_f, starts.data(), T, B, state_f.data(), ss, Y_f, *cache_f);
-  mixer_f.backward(P_f, R_f, *cache_f, ParamView<float>(layout_f, grads_f.data()), dU_f);
-
-  // float eps is 6e-8; each output is a few dot products of length <= 64 and
-  // (GRU) a contracting recurrence over 16 steps, and Eigen's float logistic
-  // is a rational fit good to a few ulp, so ~1e-7 is expected (measured 1e-7
-  // to 2.3e-7 on every tensor). 1e-5 leaves a margin and still fails on any
-  // float-only slip (a wrong gate shows up at 1e-1).
-  BOOST_TEST(rel_error(Y_f, Y_d) < 1e-5, "Y rel error " << rel_error(Y_f, Y_d));
-  BOOST_TEST(rel_error(dU_f, dU_d) < 1e-5, "dU rel error " << rel_error(dU_f, dU_d));
-  if (ss > 0) {
-    const ConstVecMap<float> sf(state_f.data(), static_cast<Eigen::Index>(state_f.size()));
-    const ConstVecMap<double> sd(state_d.data(), static_cast<Eigen::Index>(state_d.size()));
-    BOOST_TEST(rel_error(sf, sd) < 1e-5, "state rel error " << rel_error(sf, sd));
-  }
-  for (const auto& info : layout.params()) {
-    const ConstVecMap<float> gf(grads_f.data() + info.offset, static_cast<Eigen::Index>(info.numel));
-    const ConstVecMap<double> gd(grads_d.data() + info.offset, static_cast<Eigen::Index>(info.numel));
-    BOOST_TEST(rel_error(gf, gd) < 1e-5, info.name << " grad rel error " << rel_error(gf, gd));
-  }
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
