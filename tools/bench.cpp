@@ -166,6 +166,16 @@ void emit_list(std::ostream& out, const std::string& key, const std::vector<Shap
 
 int run_bench(int argc, char** argv, std::ostream& out) {
   const std::string what = argc >= 1 ? argv[0] : "";
+  const char* usage =
+      "usage: mambarl bench rollout|train|e2e [--device cpu|cuda] [--reps N]\n"
+      "  rollout: T=1 actor step (us/step, heap allocations per step; --device cuda: the GPU actor's graph)\n"
+      "  train:   chunk forward, forward+backward and whole PPO update (ms)\n"
+      "  e2e:     the training runner end to end (env-steps/s)\n"
+      "  Prints one JSON object on stdout.\n";
+  if (what == "--help" || what == "-h") {
+    out << usage;
+    return 0;
+  }
   std::string device = "cpu";
   int reps = 0;
   for (int i = 1; i < argc; ++i) {
@@ -173,11 +183,7 @@ int run_bench(int argc, char** argv, std::ostream& out) {
     if ((a == "--device") && i + 1 < argc) device = argv[++i];
     else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (a == "--help" || a == "-h") {
-      out << "usage: mambarl bench rollout|train|e2e [--device cpu] [--reps N]\n"
-             "  rollout: T=1 actor step (us/step, heap allocations per step)\n"
-             "  train:   chunk forward, forward+backward and whole PPO update (ms)\n"
-             "  e2e:     the training runner end to end (env-steps/s)\n"
-             "  Prints one JSON object on stdout.\n";
+      out << usage;
       return 0;
     } else MAMBARL_FAIL("bench: unexpected argument '" << a << "'");
   }
