@@ -193,7 +193,16 @@ void Run::restore(const std::string& path) {
   const auto num = [&](const std::string& k) -> double {
     auto it = ck.metadata.find(k);
     MAMBARL_CHECK(it != ck.metadata.end(), path << ": checkpoint has no '" << k << "' (not written by `mambarl train`?)");
-    return std::stod(it->second);
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(it->second, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    MAMBARL_CHECK(used == it->second.size() && used > 0,
+                  path << ": metadata '" << k << "' is '" << it->second << "', not a number");
+    return v;
   };
   s_.update = static_cast<long long>(num("runner.update"));
   s_.env_steps = static_cast<long long>(num("runner.env_steps"));
