@@ -111,7 +111,7 @@ void MetricsLog::write(const MetricsRow& row) {
 
 void write_learning_curve_svg(const std::string& path, const std::string& title,
                               const std::vector<std::pair<double, double>>& points) {
-  const double W = 640, H = 400, L = 70, R = 20, T = 40, Bm = 50;
+  const double W = 640, H = 400, L = 70, R = 40, T = 40, Bm = 50;  // R leaves room for the last x label
   double x0 = 0, x1 = 1, y0 = 0, y1 = 1;
   bool first = true;
   for (const auto& [x, y] : points) {
