@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define MAMBARL_PLUGIN_ABI_VERSION 1u
+#define MAMBARL_PLUGIN_ABI_VERSION 2u  /* 2: env factories */
 #define MAMBARL_PLUGIN_ENTRY "mambarl_plugin_register"
 
 #if defined(__GNUC__)
@@ -158,11 +158,54 @@ typedef struct mambarl_policy_factory {
   mambarl_status (*probe)(const char* device, char* why, size_t why_len);
 } mambarl_policy_factory;
 
+/* ---- environments a plugin adds ------------------------------------------
+ * A vectorised env of B copies with Gymnasium auto-reset semantics (see
+ * envs/vec_env.hpp, which the host wraps it in). The env owns every buffer;
+ * the pointers in mambarl_env_desc stay valid for its lifetime and their
+ * contents are refreshed by reset() and step(). */
+typedef struct mambarl_env mambarl_env;
+
+typedef struct mambarl_env_desc {
+  int32_t obs_dim;
+  int32_t discrete;            /* 1: actions are integers in [0, action_dim) sent as floats */
+  int32_t action_dim;
+  int32_t max_episode_steps;   /* 0: none */
+  const float* obs_low;        /* (obs_dim) */
+  const float* obs_high;       /* (obs_dim) */
+  const float* obs;            /* (B, obs_dim): after an auto-reset, the new episode's first */
+  const float* final_obs;      /* (B, obs_dim): the stepped episode's last obs */
+  const float* reward;         /* (B) */
+  const uint8_t* terminated;   /* (B) */
+  const uint8_t* truncated;    /* (B) */
+  const float* episode_return; /* (B): of the episode that just ended, where done */
+  const int32_t* episode_length;
+} mambarl_env_desc;
+
+typedef struct mambarl_env_factory {
+  uint32_t abi_version; /* MAMBARL_PLUGIN_ABI_VERSION */
+  const char* name;     /* the `env.type` it answers to */
+  const char* description;
+  /* env_yaml: the experiment's `env:` map as YAML text; keys other than
+   * `type` and `num_envs` are the env's own (unknown ones must be refused). */
+  mambarl_status (*create)(const char* env_yaml, int32_t num_envs, mambarl_env** out,
+                           mambarl_env_desc* desc, char* error, size_t error_len);
+  void (*destroy)(mambarl_env* e);
+  const char* (*last_error)(const mambarl_env* e);
+  mambarl_status (*reset)(mambarl_env* e, uint64_t seed); /* env b uses the stream (seed, b) */
+  mambarl_status (*step)(mambarl_env* e, const float* actions /* (B, act_width) */);
+  mambarl_status (*render)(const mambarl_env* e, int32_t env, char* text, size_t text_len);
+  /* The whole state as bytes, for bit-exact resume. */
+  int64_t (*state_size)(const mambarl_env* e);
+  mambarl_status (*save_state)(const mambarl_env* e, uint8_t* out, int64_t n);
+  mambarl_status (*load_state)(mambarl_env* e, const uint8_t* in, int64_t n);
+} mambarl_env_factory;
+
 typedef struct mambarl_registry {
   uint32_t abi_version;
   void* host;
-  /* Returns MAMBARL_ERROR on a duplicate name or an ABI mismatch in `f`. */
+  /* Each returns MAMBARL_ERROR on a duplicate name or an ABI mismatch in `f`. */
   mambarl_status (*register_policy)(void* host, const mambarl_policy_factory* f);
+  mambarl_status (*register_env)(void* host, const mambarl_env_factory* f);
 } mambarl_registry;
 
 /* The one exported symbol. Returns MAMBARL_ERROR (and registers nothing) if

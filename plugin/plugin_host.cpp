@@ -69,6 +69,26 @@ std::string factory_problem(const mambarl_policy_factory* f) {
   return "";
 }
 
+// Why env factory `f` cannot be registered ("" when it can); the ABI version first.
+std::string env_factory_problem(const mambarl_env_factory* f) {
+  if (f == nullptr) return "registered a null env factory";
+  if (f->abi_version != MAMBARL_PLUGIN_ABI_VERSION)
+    return "registered an env factory with abi_version " + std::to_string(f->abi_version) + " (expected " +
+           std::to_string(MAMBARL_PLUGIN_ABI_VERSION) + ")";
+  if (f->name == nullptr || f->name[0] == '\0') return "registered an env factory with no name";
+  const std::pair<const char*, bool> fields[] = {
+      {"description", f->description != nullptr}, {"create", f->create != nullptr},
+      {"destroy", f->destroy != nullptr},         {"last_error", f->last_error != nullptr},
+      {"reset", f->reset != nullptr},             {"step", f->step != nullptr},
+      {"render", f->render != nullptr},           {"state_size", f->state_size != nullptr},
+      {"save_state", f->save_state != nullptr},   {"load_state", f->load_state != nullptr},
+  };
+  std::string missing;
+  for (const auto& [name, ok] : fields)
+    if (!ok) missing += (missing.empty() ? "" : ", ") + std::string(name);
+  return missing.empty() ? "" : "env factory '" + std::string(f->name) + "' has null fields: " + missing;
+}
+
 }  // namespace
 
 void PluginRegistry::load(const std::string& path) {
@@ -92,8 +112,9 @@ void PluginRegistry::load(const std::string& path) {
     const PluginRegistry* registry;
     const std::string* path;
     std::vector<Entry> entries;
+    std::vector<EnvEntry> envs;
     std::string problem;  // the first one
-  } pending{this, &path, {}, {}};
+  } pending{this, &path, {}, {}, {}};
   mambarl_registry reg{};
   reg.abi_version = MAMBARL_PLUGIN_ABI_VERSION;
   reg.host = &pending;
@@ -120,15 +141,41 @@ void PluginRegistry::load(const std::string& path) {
       return MAMBARL_ERROR;
     }
   };
+  reg.register_env = [](void* host, const mambarl_env_factory* f) -> mambarl_status {
+    auto& p = *static_cast<Pending*>(host);
+    try {
+      std::string why = env_factory_problem(f);
+      if (why.empty()) {
+        const std::string name = f->name;
+        const auto it = p.registry->envs_.find(name);
+        if (it != p.registry->envs_.end()) why = "env '" + name + "' is already registered by " + it->second.file;
+        for (const auto& e : p.envs)
+          if (e.factory.name == name) why = "registers env '" + name + "' twice";
+      }
+      if (!why.empty()) {
+        if (p.problem.empty()) p.problem = why;
+        return MAMBARL_ERROR;
+      }
+      p.envs.push_back(EnvEntry{*f, *p.path});
+      return MAMBARL_OK;
+    } catch (const std::exception& e) {  // never unwind into the plugin
+      if (p.problem.empty()) p.problem = e.what();
+      return MAMBARL_ERROR;
+    }
+  };
   const mambarl_status st = entry(MAMBARL_PLUGIN_ABI_VERSION, &reg);
   if (!pending.problem.empty()) fail(pending.problem);
   if (st != MAMBARL_OK)
     fail("built for another ABI version (it refused host ABI version " +
          std::to_string(MAMBARL_PLUGIN_ABI_VERSION) + ")");
-  if (pending.entries.empty()) fail("registered no policies");
+  if (pending.entries.empty() && pending.envs.empty()) fail("registered no policies and no envs");
   for (auto& e : pending.entries) {
     const std::string name = e.factory.name;
     entries_.emplace(name, std::move(e));
+  }
+  for (auto& e : pending.envs) {
+    const std::string name = e.factory.name;
+    envs_.emplace(name, std::move(e));
   }
 }
 

@@ -32,6 +32,13 @@ class PluginRegistry {
   const mambarl_policy_factory& factory(const std::string& name) const;
   std::string source_of(const std::string& name) const;  // the file that registered it
 
+  // Env types the loaded plugins added (name -> factory, file), sorted by name.
+  struct EnvEntry {
+    mambarl_env_factory factory;  // copied; its strings and tables live in the loaded file
+    std::string file;
+  };
+  const std::map<std::string, EnvEntry>& envs() const { return envs_; }
+
  private:
   struct Entry {
     mambarl_policy_factory factory;  // copied; its strings and tables live in the loaded file
@@ -39,6 +46,7 @@ class PluginRegistry {
   };
   const Entry& entry(const std::string& name) const;
   std::map<std::string, Entry> entries_;
+  std::map<std::string, EnvEntry> envs_;
 };
 
 // libmambarl_policies.so in ../lib relative to the running executable

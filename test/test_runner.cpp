@@ -186,3 +186,50 @@ BOOST_AUTO_TEST_CASE(bounded_queue_never_exceeds_its_bound) {
   BOOST_TEST(expect == 1000);
   BOOST_TEST(q.high_water() <= 3u);
 }
+
+// A plugin can add env types through the C ABI; `env.type` then reaches them
+// like a bundled one, with their own key checks, stepping and saved state.
+BOOST_AUTO_TEST_CASE(plugins_add_env_types) {
+  const fs::path dir = temp_dir("plugin_env");
+  const std::string path = (dir / "coin.yaml").string();
+  std::ofstream(path) << "env: {type: coin_guess, num_envs: 3, length: 5}\npolicy: {type: mlp, d_model: 8, n_layers: 1}\n";
+  const std::vector<std::string> plugins = {std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN,
+                                            std::string("runtime.extra_plugins=[") + MAMBARL_TEST_ENV_PLUGIN + "]"};
+  const Experiment exp = load_experiment(path, plugins);
+  validate_experiment(exp);
+  const auto session = load_plugins(exp);  // loading the same plugin again is harmless
+  auto env = make_vec_env(exp.section("env"));
+  BOOST_TEST(env->spec().id == "coin_guess");
+  BOOST_TEST(env->spec().obs_dim == 2);
+  env->reset(4);
+  const std::vector<float> right_guess = {env->obs()[1], env->obs()[3], env->obs()[5]};  // 1 = tails shown
+  env->step(right_guess.data());
+  for (int b = 0; b < 3; ++b) BOOST_TEST(env->reward()[b] == 0.2f);
+  const std::vector<uint8_t> saved = env->save_state();
+  std::vector<float> zeros(3, 0.0f), after_a, after_b;
+  for (int i = 0; i < 4; ++i) env->step(zeros.data());
+  after_a.assign(env->obs(), env->obs() + 6);
+  BOOST_TEST(env->truncated()[0] == 1);  // 5 steps
+  env->load_state(saved);
+  for (int i = 0; i < 4; ++i) env->step(zeros.data());
+  after_b.assign(env->obs(), env->obs() + 6);
+  BOOST_TEST(after_a == after_b);
+  const float bad[3] = {0, 2, 0};
+  BOOST_CHECK_EXCEPTION(env->step(bad), Error,
+                        [](const Error& e) { return std::string(e.what()).find("got action 2") != std::string::npos; });
+
+  // The plugin env's own key check, reported at the env section of the file.
+  std::ofstream(path) << "env: {type: coin_guess, lenght: 5}\npolicy: {type: mlp}\n";
+  BOOST_CHECK_EXCEPTION(validate_experiment(load_experiment(path, plugins)), ConfigError, [&](const Error& e) {
+    const std::string w = e.what();
+    return w.find(path + ":1:") != std::string::npos && w.find("lenght") != std::string::npos;
+  });
+  // An env type that clashes with a bundled one is refused, naming the file.
+  const std::vector<std::string> clash = {std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN,
+                                          std::string("runtime.extra_plugins=[") + MAMBARL_TEST_ENV_PLUGIN_CLASH + "]"};
+  BOOST_CHECK_EXCEPTION(validate_experiment(load_experiment(path, clash)), Error, [](const Error& e) {
+    const std::string w = e.what();
+    return w.find("env_plugin_clash") != std::string::npos && w.find("'cartpole' is already registered") != std::string::npos;
+  });
+  fs::remove_all(dir);
+}

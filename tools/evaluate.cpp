@@ -21,8 +21,9 @@ EvalResult run_evaluation(const EvalOptions& opts, std::ostream& out) {
   overrides.push_back("env.num_envs=1");  // one env, so --render shows whole episodes in order
   const Experiment exp = parse_experiment(experiment_of_checkpoint(opts.checkpoint),
                                           opts.checkpoint + " (stored experiment)", overrides);
+  auto session = load_plugins(exp);
   auto env = make_vec_env(exp.section("env"));
-  auto session = open_policy(exp, env->spec());
+  create_policy(*session, exp, env->spec());
   session->policy->load(opts.checkpoint);
   std::vector<float> weights;
   session->policy->get_weights(weights);

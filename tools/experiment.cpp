@@ -38,7 +38,7 @@ AlgoConfig parse_algo(const ConfigNode& n) {
 RuntimeConfig parse_runtime(const ConfigNode& n) {
   n.check_known({"seed", "device", "out_dir", "sync", "num_actors", "queue_size", "max_policy_lag",
                  "log_every", "checkpoint_every", "metrics_format", "plugin", "return_window",
-                 "stop_after_updates"});
+                 "stop_after_updates", "extra_plugins"});
   RuntimeConfig r;
   r.seed = n.get<uint64_t>("seed", r.seed);
   r.device = n.get_choice("device", r.device, {"cpu", "cuda"});
@@ -52,6 +52,14 @@ RuntimeConfig parse_runtime(const ConfigNode& n) {
   r.checkpoint_every = n.get_in("checkpoint_every", r.checkpoint_every, 0, 1 << 30);
   r.metrics_format = n.get_choice("metrics_format", r.metrics_format, {"csv", "jsonl"});
   r.plugin = n.get<std::string>("plugin", r.plugin);
+  if (n.has("extra_plugins")) {
+    const YAML::Node list = n.yaml()["extra_plugins"];
+    if (!list.IsSequence()) n.fail("extra_plugins", "expected a list of plugin paths");
+    for (const auto& item : list) {
+      if (!item.IsScalar() || item.Scalar().empty()) n.fail("extra_plugins", "expected a list of plugin paths");
+      r.extra_plugins.push_back(item.Scalar());
+    }
+  }
   r.return_window = n.get_in("return_window", r.return_window, 1, 1 << 20);
   r.stop_after_updates = n.get_in<long long>("stop_after_updates", r.stop_after_updates, 0, 1LL << 50);
   return r;
@@ -129,6 +137,7 @@ std::string Experiment::resolved_yaml(const std::string& policy_resolved) const 
   rt["checkpoint_every"] = r.checkpoint_every;
   rt["metrics_format"] = r.metrics_format;
   rt["plugin"] = r.plugin;
+  for (const auto& p : r.extra_plugins) rt["extra_plugins"].push_back(p);
   rt["return_window"] = r.return_window;
   rt["stop_after_updates"] = r.stop_after_updates;
   out["runtime"] = rt;

@@ -45,6 +45,7 @@ struct RuntimeConfig {
   int checkpoint_every = 50;     // updates between checkpoints (0: only the final one)
   std::string metrics_format = "csv";  // csv | jsonl
   std::string plugin;            // empty: the bundled libmambarl_policies.so
+  std::vector<std::string> extra_plugins;  // more plugins (e.g. ones adding env types)
   int return_window = 100;       // episodes averaged in mean_return
   long long stop_after_updates = 0;  // > 0: checkpoint and exit once this many updates are done
                                      // (time-sliced jobs; continue with --resume). 0: no limit

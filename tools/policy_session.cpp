@@ -2,12 +2,21 @@
 
 #include <algorithm>
 
+#include "tools/plugin_env.hpp"
+
 namespace mambarl {
 
-std::unique_ptr<PolicySession> open_policy(const Experiment& exp, const EnvSpec& env) {
+std::unique_ptr<PolicySession> load_plugins(const Experiment& exp) {
   auto s = std::make_unique<PolicySession>();
   s->plugin_path = exp.runtime.plugin.empty() ? default_plugin_path() : exp.runtime.plugin;
   s->registry.load(s->plugin_path);
+  for (const auto& p : exp.runtime.extra_plugins) s->registry.load(p);
+  register_plugin_envs(s->registry);
+  return s;
+}
+
+void create_policy(PolicySession& session, const Experiment& exp, const EnvSpec& env) {
+  PolicySession* s = &session;
   const ConfigNode policy = exp.section("policy");
   const std::string type = policy.get<std::string>("type", "mamba1");
   const auto names = s->registry.policy_names();
@@ -37,12 +46,12 @@ std::unique_ptr<PolicySession> open_policy(const Experiment& exp, const EnvSpec&
   args.device = exp.runtime.device.c_str();
   s->policy = PolicyHandle::create(f, args);
   s->info = s->policy->info();
-  return s;
 }
 
 void validate_experiment(const Experiment& exp) {
+  const auto session = load_plugins(exp);
   const auto env = make_vec_env(exp.section("env"));
-  open_policy(exp, env->spec());
+  create_policy(*session, exp, env->spec());
 }
 
 }  // namespace mambarl

@@ -20,9 +20,13 @@ struct PolicySession {
   mambarl_policy_info info{};
 };
 
-// `config_text`/`config_file` are what the plugin parses `policy:` from (the
-// experiment file as read, plus its overrides).
-std::unique_ptr<PolicySession> open_policy(const Experiment& exp, const EnvSpec& env);
+// Loads runtime.plugin (default: the bundled libmambarl_policies.so) and
+// runtime.extra_plugins, and makes their env types available to env.type.
+std::unique_ptr<PolicySession> load_plugins(const Experiment& exp);
+
+// Creates the experiment's policy for `env` from the loaded plugins; the
+// plugin parses `policy:` from the experiment text plus its overrides.
+void create_policy(PolicySession& session, const Experiment& exp, const EnvSpec& env);
 
 // Builds the env and the policy of an experiment and throws on the first
 // problem (what `mambarl train --check` and the config tests run).

@@ -120,6 +120,7 @@ class Run {
 
 void Run::build() {
   fs::create_directories(rt_.out_dir);
+  session_ = load_plugins(exp_);  // first: plugins may add env types
   auto first_env = make_vec_env(exp_.section("env"));  // validates the env section
   spec_ = first_env->spec();
   num_envs_ = first_env->num_envs();
@@ -131,7 +132,7 @@ void Run::build() {
   if (Bk_ % al_.minibatches != 0)
     aln.fail("minibatches", "must divide the envs per actor (" + std::to_string(Bk_) + "), got " +
                                 std::to_string(al_.minibatches));
-  session_ = open_policy(exp_, spec_);
+  create_policy(*session_, exp_, spec_);
   for (int k = 0; k < K_; ++k) {
     auto env = K_ == 1 ? std::move(first_env) : make_vec_env(env_share(exp_, Bk_));
     auto actor = session_->policy->create_actor(Bk_, derive_seed(rt_.seed, 100 + static_cast<uint64_t>(k)));
