@@ -399,14 +399,18 @@ mambarl_status actor_peek_values(mambarl_actor* a, mambarl_tensor obs, mambarl_t
 mambarl_status actor_get_state(mambarl_actor* a, mambarl_tensor state) {
   return guarded(a, [&](mambarl_actor& s) {
     check_view("actor_get_state: state", state, kF32, kCpu, {s.B, s.state_size});
-    std::memcpy(state.data, s.actor->state().data(), s.actor->state().size() * sizeof(float));
+    // A memory-less policy (mlp) has no state: nothing to copy, and memcpy
+    // must not see its null pointers.
+    if (!s.actor->state().empty())
+      std::memcpy(state.data, s.actor->state().data(), s.actor->state().size() * sizeof(float));
   });
 }
 
 mambarl_status actor_set_state(mambarl_actor* a, mambarl_tensor state) {
   return guarded(a, [&](mambarl_actor& s) {
     check_view("actor_set_state: state", state, kF32, kCpu, {s.B, s.state_size});
-    std::memcpy(s.actor->state().data(), state.data, s.actor->state().size() * sizeof(float));
+    if (!s.actor->state().empty())
+      std::memcpy(s.actor->state().data(), state.data, s.actor->state().size() * sizeof(float));
   });
 }
 

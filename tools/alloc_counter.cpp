@@ -6,6 +6,13 @@
 // Counts every heap allocation of the process by interposing malloc and its
 // siblings (operator new, Eigen's aligned allocator and the STL all end in
 // one of these) and forwarding to glibc's implementation.
+#if defined(__SANITIZE_ADDRESS__)
+// ASan replaces malloc itself; interposing it too would crash at start-up.
+namespace mambarl {
+uint64_t heap_allocations() { return 0; }
+bool heap_allocations_counted() { return false; }
+}  // namespace mambarl
+#else
 extern "C" {
 void* __libc_malloc(size_t);
 void* __libc_calloc(size_t, size_t);
@@ -20,6 +27,7 @@ void count() { g_allocations.fetch_add(1, std::memory_order_relaxed); }
 
 namespace mambarl {
 uint64_t heap_allocations() { return g_allocations.load(std::memory_order_relaxed); }
+bool heap_allocations_counted() { return true; }
 }  // namespace mambarl
 
 extern "C" {
@@ -47,3 +55,4 @@ __attribute__((visibility("default"))) void* aligned_alloc(size_t align, size_t 
   return __libc_memalign(align, n);
 }
 }
+#endif  // __SANITIZE_ADDRESS__

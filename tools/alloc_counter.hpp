@@ -5,5 +5,6 @@
 #include <cstdint>
 
 namespace mambarl {
-uint64_t heap_allocations();  // total operator-new calls so far
+uint64_t heap_allocations();        // total malloc-family calls so far
+bool heap_allocations_counted();   // false under AddressSanitizer, which owns malloc itself
 }

@@ -76,7 +76,10 @@ std::string bench_rollout_cpu(const Shape& s, int reps) {
   const double allocs = static_cast<double>(heap_allocations() - a0) / reps;
   std::ostringstream os;
   os << "{" << shape_json(s) << ",\"us_per_step\":" << median(us)
-     << ",\"env_steps_per_s\":" << s.B * 1e6 / median(us) << ",\"heap_allocs_per_step\":" << allocs
+     << ",\"env_steps_per_s\":" << s.B * 1e6 / median(us) << ",\"heap_allocs_per_step\":";
+  if (heap_allocations_counted()) os << allocs;
+  else os << "null";
+  os
      << ",\"reps\":" << reps << "}";
   return os.str();
 }
