@@ -67,3 +67,16 @@ inline void check_launch(const char* file, int line, cudaStream_t stream) {
   } while (0)
 
 #define MAMBARL_CUDA_LAUNCH_CHECK(stream) ::mambarl::detail::check_launch(__FILE__, __LINE__, (stream))
+
+namespace mambarl::cuda {
+
+// The most dynamic shared memory one block may opt in to on the current
+// device (what cudaFuncSetAttribute can raise a kernel's limit to).
+inline size_t max_smem_per_block_optin() {
+  int dev = 0, limit = 0;
+  MAMBARL_CUDA_CHECK(cudaGetDevice(&dev));
+  MAMBARL_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return static_cast<size_t>(limit);
+}
+
+}  // namespace mambarl::cuda

@@ -94,11 +94,9 @@ __global__ void __launch_bounds__(kThreads)
 void heads_sample_configure(const HeadDims& d) {
   MAMBARL_CHECK(d.D > 0 && d.A > 0, "heads: d_model (" << d.D << ") and action_dim (" << d.A
                                                        << ") must be positive");
-  int dev = 0, limit = 0;
-  MAMBARL_CUDA_CHECK(cudaGetDevice(&dev));
-  MAMBARL_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  const size_t limit = max_smem_per_block_optin();
   const size_t bytes = smem_bytes(d);
-  MAMBARL_CHECK(bytes <= static_cast<size_t>(limit), "heads: d_model " << d.D << " and action_dim "
+  MAMBARL_CHECK(bytes <= limit, "heads: d_model " << d.D << " and action_dim "
                                                                        << d.A << " need " << bytes
                                                                        << " bytes of shared memory");
   MAMBARL_CUDA_CHECK(cudaFuncSetAttribute(heads_sample_kernel,

@@ -182,10 +182,8 @@ void mamba1_step_configure(const Mamba1Dims& d) {
   MAMBARL_CHECK(d.N <= kMaxThreads * kStateRowsUnroll,
                 "mamba1 step: d_state " << d.N << " exceeds " << kMaxThreads * kStateRowsUnroll);
   const size_t bytes = smem_bytes(d, kMaxThreads);
-  int dev = 0, limit = 0;
-  MAMBARL_CUDA_CHECK(cudaGetDevice(&dev));
-  MAMBARL_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  MAMBARL_CHECK(bytes <= static_cast<size_t>(limit),
+  const size_t limit = max_smem_per_block_optin();
+  MAMBARL_CHECK(bytes <= limit,
                 "mamba1 step: d_inner " << d.E << " needs " << bytes
                                         << " bytes of shared memory per block, the device has "
                                         << limit);
