@@ -34,14 +34,24 @@ __global__ void fold_norm_kernel(int rows, int cols, const float* __restrict__ W
 
 }  // namespace
 
+void gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+          const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  MAMBARL_CHECK(M > 0 && N > 0 && K > 0,
+                "gemm: sizes must be positive (M " << M << ", N " << N << ", K " << K << ")");
+  MAMBARL_CHECK(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N,
+                "gemm: a leading dimension is smaller than its row (lda " << lda << ", ldb " << ldb
+                                                                          << ", ldc " << ldc << ")");
+  // A row-major matrix is its transpose in column-major order with the same
+  // leading dimension, so row-major C = op(A) op(B) is column-major
+  // C^T = op(B)^T op(A)^T: swap the operands, keep each one's own op.
+  MAMBARL_CUBLAS_CHECK(cublasSgemm(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A,
+                                   lda, &beta, C, ldc));
+}
+
 void gemm_rows(cublasHandle_t handle, int M, int in, int out, const float* X, const float* W,
                float beta, float* Y) {
-  MAMBARL_CHECK(M > 0 && in > 0 && out > 0,
-                "gemm_rows: sizes must be positive (M " << M << ", in " << in << ", out " << out << ")");
-  // Column-major view: Y^T (out, M) = W (as (in, out) col-major)^T · X^T (in, M).
-  const float alpha = 1.f;
-  MAMBARL_CUBLAS_CHECK(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, out, M, in, &alpha, W, in, X,
-                                   in, &beta, Y, out));
+  gemm(handle, false, true, M, out, in, 1.f, X, in, W, in, beta, Y, out);
 }
 
 void linear_small(int M, int in, int out, const float* X, const float* W, const float* b, float* Y,

@@ -1,5 +1,10 @@
-// Linear layers of the GPU step, W (out, in) row-major as nn.Linear stores
-// it and X, Y token rows (CPU twin: policy/ops.hpp linear_forward):
+// Linear layers on the GPU, W (out, in) row-major as nn.Linear stores it and
+// X, Y token rows (CPU twin: policy/ops.hpp linear_forward):
+//   gemm           the general row-major product C = alpha op(A) op(B) + beta C
+//                  with leading dimensions, so a column block of a wider
+//                  activation (x of [x z]) is an operand without a copy; the
+//                  learner's three forms are gemm(N,T) forward, gemm(N,N)
+//                  for dX = dY W and gemm(T,N) for dW += dY^T X;
 //   gemm_rows      Y (M, out) = X W^T + beta Y through cuBLAS, f32 throughout
 //                  (default math mode: no TF32, the CPU parity bound is 1e-4);
 //                  beta = 1 adds the residual for free;
@@ -15,7 +20,14 @@
 
 namespace mambarl::cuda {
 
-// The handle must already be bound to the stream the caller captures/launches on.
+// Row-major: op(A) (M, K), op(B) (K, N), C (M, N); lda/ldb/ldc are the row
+// strides of A, B and C as stored. f32 with f32 accumulation, cuBLAS's default
+// math mode (no TF32). The handle must already be bound to the stream the
+// caller captures/launches on, with its workspace set.
+void gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+          const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc);
+
+// Y (M, out) = X (M, in) W^T + beta Y.
 void gemm_rows(cublasHandle_t handle, int M, int in, int out, const float* X, const float* W,
                float beta, float* Y);
 

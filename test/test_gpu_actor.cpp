@@ -21,37 +21,15 @@
 #include "policy/distributions.hpp"
 #include "policy/gpu_actor.hpp"
 #include "policy/policy_config.hpp"
+#include "test/gpu_test_util.hpp"
 #include "test/test_util.hpp"
 
 using namespace mambarl;
+using mambarl::test::gpu_or_required;
+using mambarl::test::require_gpu;
 namespace utf = boost::unit_test;
 
 namespace {
-
-bool gpu_required() {
-  const char* v = std::getenv("MAMBARL_REQUIRE_GPU");
-  return v && std::string(v) == "1";
-}
-
-int gpu_count() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
-
-// Skips the suite without a device; with MAMBARL_REQUIRE_GPU=1 it runs, and
-// each case's require_gpu() fails instead.
-boost::test_tools::assertion_result gpu_or_required(utf::test_unit_id) {
-  if (gpu_count() > 0 || gpu_required()) return true;
-  const char* why = "no CUDA device: GPU tests skipped (MAMBARL_REQUIRE_GPU=1 makes this a failure)";
-  std::cerr << "test_gpu_actor: " << why << "\n";  // Boost reports skips only at verbose log levels
-  boost::test_tools::assertion_result r(false);
-  r.message() << why;
-  return r;
-}
-
-void require_gpu() {
-  BOOST_REQUIRE_MESSAGE(gpu_count() > 0, "MAMBARL_REQUIRE_GPU=1 but no CUDA device is usable");
-}
 
 struct Case {
   const char* name;

@@ -1,0 +1,77 @@
+// The training role of a sequence mixer on the GPU: the twin of Mixer<float>
+// (policy/mixer.hpp) for the learner's chunk, with the same semantics so that
+// tests compare the two directly.
+//
+// A GpuMixer maps the normed residual stream U (T*B, D) to Y (T*B, D) for one
+// layer, in_proj and out_proj included, from the initial state each sequence
+// started with, with episode_start resets inside the chunk; backward() sends
+// dY back to dU and accumulates every parameter gradient of the layer. No
+// gradient flows through a reset or into the initial state (MATH.md).
+//
+// Memory: prepare(T, B) allocates everything forward/backward need for that
+// chunk shape, once (policy/cuda_graph.hpp: a captured graph bakes pointers
+// in); forward/backward only enqueue work on exec.stream (kernels and cuBLAS
+// calls, no allocation, no synchronisation), so the learner can capture them.
+// bindings() names those buffers so a replay can refuse if one moved.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "policy/cuda_graph.hpp"
+#include "policy/mixer.hpp"
+
+namespace mambarl {
+
+// Where a mixer enqueues its work. The cuBLAS handle is bound to `stream` and
+// has its workspace set (before any capture).
+struct GpuExec {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+};
+
+class GpuMixer {
+ public:
+  virtual ~GpuMixer() = default;
+
+  virtual std::string type() const = 0;  // as the CPU mixer's type()
+  virtual size_t state_size() const = 0;  // floats per env for this layer, the CPU mixer's layout
+
+  // Allocates the scratch for chunks of T x B (T*B token rows); a later call
+  // with the same shape keeps the buffers. Never called during capture.
+  virtual void prepare(int T, int B) = 0;
+
+  // Device pointers:
+  //   params  the model's flat f32 parameter buffer (the model's ParamLayout)
+  //   U       (T*B, D) normed input, row t*B + b; must stay unchanged until backward()
+  //   starts  (T*B) episode_start flags (0/1)
+  //   state0  env b's initial state for this layer at state0 + b * state_stride (read only)
+  //   Y       (T*B, D) written (not accumulated)
+  virtual void forward(const float* params, const float* U, const uint8_t* starts,
+                       const float* state0, size_t state_stride, float* Y,
+                       const GpuExec& exec) = 0;
+
+  // Backward of the last forward():
+  //   dY     (T*B, D)
+  //   grads  flat, same layout as params: this layer's gradients are ADDED
+  //   dU     (T*B, D) written (not accumulated)
+  virtual void backward(const float* params, const float* dY, float* grads, float* dU,
+                        const GpuExec& exec) = 0;
+
+  // The buffers prepare() allocated, for CudaGraph's replay check.
+  virtual void bindings(std::vector<GraphBinding>& out) const = 0;
+};
+
+// The GPU twin of one layer's CPU mixer (`mixer` is layer `layer` of a model
+// whose parameters follow `layout`). Throws mambarl::Error naming the type
+// when there is no GPU training engine for it.
+std::unique_ptr<GpuMixer> make_gpu_mixer(const Mixer<float>& mixer, const ParamLayout& layout,
+                                         int layer);
+
+}  // namespace mambarl
