@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Everything the GPU side must pass, in one go, on a machine with a CUDA
+# device (CI has none, so CI never runs this):
+#   1. the `gpu`-labelled CTest suites with MAMBARL_REQUIRE_GPU=1 (a missing
+#      device fails instead of skipping);
+#   2. compute-sanitizer memcheck, racecheck and synccheck over the non-slow
+#      GPU test binaries (any report fails);
+#   3. the GPU benches, one JSON file each.
+# Results land in OUT_DIR (logs, JSON, a summary). The exit status is the
+# number of failed stages (0: all passed).
+#
+# Usage: tools/gpu_check.sh [BUILD_DIR] [OUT_DIR] [STAGES]
+#   STAGES: any of "tests sanitize bench" (default: all three)
+#   SANITIZE_ARGS: extra arguments for the test binaries under the sanitizers,
+#                  e.g. '--run_test=gpu_actor/parity' to keep racecheck short.
+#   BENCH_ARGS: extra arguments for the benches (e.g. '--reps 2000').
+set -uo pipefail
+build=${1:-build}
+out=${2:-gpu-check}
+stages=${3:-tests sanitize bench}
+mkdir -p "$out"
+export MAMBARL_REQUIRE_GPU=1
+failed=0
+summary="$out/summary.txt"
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv \
+  >"$out/gpu.txt" 2>&1 || true
+note "device: $(tail -n +2 "$out/gpu.txt" | head -1)"
+
+# The GPU suites as CTest knows them: names, and which of them are slow.
+gpu_tests=$(ctest --test-dir "$build" -N -L gpu | sed -n 's/^ *Test *#[0-9]*: //p')
+slow_tests=$(ctest --test-dir "$build" -N -L slow | sed -n 's/^ *Test *#[0-9]*: //p')
+
+if [[ " $stages " == *" tests "* ]]; then
+  start=$(date +%s)
+  if ctest --test-dir "$build" -L gpu --output-on-failure >"$out/ctest_gpu.log" 2>&1; then
+    note "tests: gpu suites passed ($(( $(date +%s) - start )) s): $(grep -E 'tests passed' "$out/ctest_gpu.log")"
+  else
+    failed=$((failed + 1))
+    note "tests: FAILED: $(grep -E 'tests passed|Failed|\*\*\*' "$out/ctest_gpu.log" | tr '\n' ' ')"
+  fi
+fi
+
+if [[ " $stages " == *" sanitize "* ]]; then
+  for t in $gpu_tests; do
+    if grep -qx "$t" <<<"$slow_tests"; then continue; fi
+    for tool in memcheck racecheck synccheck; do
+      log="$out/sanitize_${t}_${tool}.log"
+      start=$(date +%s)
+      # shellcheck disable=SC2086
+      if compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/test/$t" \
+           --log_level=nothing --report_level=short ${SANITIZE_ARGS:-} >"$log" 2>&1; then
+        note "sanitize: $t $tool clean ($(( $(date +%s) - start )) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK|summary' "$log" | tail -1)"
+      else
+        failed=$((failed + 1))
+        note "sanitize: $t $tool FAILED: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|failed|error' "$log" | head -3 | tr '\n' ' ')"
+      fi
+    done
+  done
+fi
+
+if [[ " $stages " == *" bench "* ]]; then
+  for what in rollout train; do
+    # shellcheck disable=SC2086
+    if "$build/bin/mambarl" bench "$what" --device cuda ${BENCH_ARGS:-} >"$out/bench_$what.json" \
+         2>"$out/bench_$what.err"; then
+      note "bench $what: $out/bench_$what.json"
+    else
+      failed=$((failed + 1))
+      note "bench $what: FAILED: $(tail -2 "$out/bench_$what.err" | tr '\n' ' ')"
+    fi
+  done
+fi
+
+note "gpu_check: $failed stage(s) failed"
+exit "$failed"
