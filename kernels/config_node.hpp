@@ -95,9 +95,11 @@ class ConfigNode {
     if (!defined()) return;
     if (!node_.IsMap()) fail("", "expected a map");
     for (const auto& kv : node_) {
-      const std::string k = kv.first.as<std::string>();
+      // A key may be any YAML node (`? [a, b]`, `? {x: 1}`); ours are all plain strings.
+      const bool scalar = kv.first.IsScalar();
+      const std::string k = scalar ? kv.first.Scalar() : "<a non-scalar key>";
       bool ok = false;
-      for (const auto& c : known) ok = ok || (k == c);
+      for (const auto& c : known) ok = ok || (scalar && k == c);
       if (!ok) {
         std::ostringstream os;
         const YAML::Mark m = kv.first.Mark();  // none (line -1) for a key set by an override
