@@ -88,6 +88,7 @@ Experiment parse_experiment(const std::string& text, const std::string& path,
     throw ConfigError(path + ":" + std::to_string(ex.mark.line + 1) + ":" +
                       std::to_string(ex.mark.column + 1) + ": malformed YAML: " + ex.msg);
   }
+  check_yaml_bounds(e.root, path);
   if (!e.root.IsDefined() || e.root.IsNull()) e.root = YAML::Node(YAML::NodeType::Map);
   if (!e.root.IsMap()) throw ConfigError(path + ": the experiment config must be a YAML map");
   apply_overrides(e.root, overrides);
