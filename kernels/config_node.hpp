@@ -95,9 +95,11 @@ class ConfigNode {
     if (!defined()) return;
     if (!node_.IsMap()) fail("", "expected a map");
     for (const auto& kv : node_) {
-      const std::string k = kv.first.as<std::string>();
+      // A key may be any YAML node (`? [a, b]`, `? {x: 1}`); ours are all plain strings.
+      const bool scalar = kv.first.IsScalar();
+      const std::string k = scalar ? kv.first.Scalar() : "<a non-scalar key>";
       bool ok = false;
-      for (const auto& c : known) ok = ok || (k == c);
+      for (const auto& c : known) ok = ok || (scalar && k == c);
       if (!ok) {
         std::ostringstream os;
         const YAML::Mark m = kv.first.Mark();  // none (line -1) for a key set by an override
@@ -141,6 +143,33 @@ class ConfigNode {
   std::string file_;
   std::string path_;
 };
+
+// Refuses a YAML tree that is too deep or too big to walk: an alias inside
+// its own anchor (`&a [*a]`) makes a cycle, and aliases of aliases multiply a
+// few lines into billions of nodes. Every walk of the tree (copies, the
+// resolved config written back, the checks) is only safe after this. Nodes
+// are counted through aliases, as a walk would visit them.
+inline void check_yaml_bounds(const YAML::Node& n, const std::string& where) {
+  constexpr int kMaxDepth = 64;
+  constexpr long kMaxNodes = 100000;
+  long visited = 0;
+  const auto walk = [&](const auto& self, const YAML::Node& x, int depth) -> void {
+    if (depth > kMaxDepth)
+      throw ConfigError(where + ": YAML nested deeper than " + std::to_string(kMaxDepth) +
+                        " levels (an alias inside its own anchor?)");
+    if (++visited > kMaxNodes)
+      throw ConfigError(where + ": YAML expands to more than " + std::to_string(kMaxNodes) +
+                        " nodes (aliases of aliases?)");
+    if (x.IsSequence())
+      for (const auto& item : x) self(self, item, depth + 1);
+    else if (x.IsMap())
+      for (const auto& kv : x) {
+        self(self, kv.first, depth + 1);
+        self(self, kv.second, depth + 1);
+      }
+  };
+  walk(walk, n, 0);
+}
 
 // A copy of `n` whose nodes carry no source position: a value parsed from an
 // override's text would otherwise claim line 1, column 1 of the config file.
@@ -192,7 +221,9 @@ inline void apply_overrides(YAML::Node& root, const std::vector<std::string>& ov
     if (text.empty()) bad("no value after '=' (write key='' for an empty string)");
     YAML::Node value;
     try {
-      value = without_marks(YAML::Load(text));
+      const YAML::Node parsed = YAML::Load(text);
+      check_yaml_bounds(parsed, what + ": override '" + ov + "'");
+      value = without_marks(parsed);
     } catch (const YAML::Exception& e) {
       bad("cannot parse the value as YAML: " + e.msg);
     }

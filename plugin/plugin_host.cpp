@@ -105,8 +105,13 @@ void PluginRegistry::load(const std::string& path) {
   dlerror();  // clear, so a null from dlsym is told apart from a null-valued symbol
   void* sym = dlsym(handle, MAMBARL_PLUGIN_ENTRY);
   if (sym == nullptr) fail("not a mambarl plugin: no symbol " MAMBARL_PLUGIN_ENTRY);
-  const auto entry = reinterpret_cast<mambarl_plugin_register_fn>(sym);
+  register_plugin(path, reinterpret_cast<mambarl_plugin_register_fn>(sym));
+}
 
+void PluginRegistry::register_plugin(const std::string& path, mambarl_plugin_register_fn entry) {
+  const auto fail = [&](const std::string& why) -> void {
+    throw Error("plugin " + path + ": " + why);
+  };
   // Registration is collected first and committed only if the whole plugin is good.
   struct Pending {
     const PluginRegistry* registry;

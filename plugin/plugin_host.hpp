@@ -26,6 +26,11 @@ class PluginRegistry {
   // abi_version or null fields, a duplicate policy name (names both files).
   // Never dlclose()s: the factories stay valid for the whole process.
   void load(const std::string& path);
+  // What load() does once it has the entry point: calls it with a registry
+  // whose callbacks validate every factory, then commits all or none. Public
+  // so that the registration checks can be exercised without a shared library
+  // (test/fuzz/fuzz_plugin_registry.cpp); `path` names the plugin in errors.
+  void register_plugin(const std::string& path, mambarl_plugin_register_fn entry);
 
   std::vector<std::string> policy_names() const;  // sorted
   // Unknown names: an Error listing the registered ones.

@@ -3,11 +3,16 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
+#include <thread>
 
 #include "kernels/check.hpp"
 
@@ -41,6 +46,15 @@ void fsync_directory_of(const std::string& path) {
   MAMBARL_CHECK(fd.ok() && ::fsync(fd.get()) == 0, path << ": written, but syncing directory " << dir
                                                         << " failed (" << errno_message()
                                                         << "): the rename may not survive a crash");
+}
+
+// MAMBARL_TEST_ATOMIC_WRITE_PAUSE_MS (see the header), read once.
+void test_pause() {
+  static const int ms = [] {
+    const char* v = std::getenv("MAMBARL_TEST_ATOMIC_WRITE_PAUSE_MS");
+    return v ? std::atoi(v) : 0;
+  }();
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
 }  // namespace
@@ -77,7 +91,9 @@ void write_file_atomically(const std::string& path, const std::function<void(int
   {
     UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     MAMBARL_CHECK(fd.ok(), path << ": cannot create temp file " << tmp << ": " << errno_message());
+    test_pause();
     body(fd.get());
+    test_pause();
     MAMBARL_CHECK(::fsync(fd.get()) == 0, path << ": fsync of " << tmp << " failed: " << errno_message());
     // close() can report a deferred write error (NFS, quota), so it is checked too.
     MAMBARL_CHECK(fd.close() == 0, path << ": close of " << tmp << " failed: " << errno_message());
@@ -90,6 +106,23 @@ void write_file_atomically(const std::string& path, const std::function<void(int
 
 void write_file_atomically(const std::string& path, const std::string& contents) {
   write_file_atomically(path, [&](int fd) { write_all(fd, contents.data(), contents.size(), path); });
+}
+
+int remove_stale_temp_files(const std::string& dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t at = name.rfind(".tmp.");
+    if (at == std::string::npos || at + 5 == name.size()) continue;
+    const std::string digits = name.substr(at + 5);
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    const auto pid = static_cast<pid_t>(std::stol(digits));
+    // kill(pid, 0) probes without signalling; ESRCH: no such process, so nobody is writing it.
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (std::filesystem::remove(entry.path(), ec)) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace mambarl

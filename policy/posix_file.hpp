@@ -38,7 +38,18 @@ void write_all(int fd, const void* src, size_t n, const std::string& path);
 // (exceptions from body included) the temp file is removed and whatever was
 // at `path` is untouched. Two threads of one process must not write the same
 // path at once: they would share the temp file.
+//
+// Fault injection for the crash-safety test (test/test_crash_safety.cpp): when
+// the environment variable MAMBARL_TEST_ATOMIC_WRITE_PAUSE_MS is a positive
+// number, the writer sleeps that many milliseconds after creating the temp
+// file and again after writing it (before fsync and rename), so that a kill
+// lands inside a write. Unset (always, outside that test) it costs nothing.
 void write_file_atomically(const std::string& path, const std::function<void(int fd)>& body);
 void write_file_atomically(const std::string& path, const std::string& contents);
+
+// Removes the temp files write_file_atomically() left in `dir` when its process
+// was killed mid-write: names ending in ".tmp.<pid>" whose pid is not a live
+// process. Returns how many were removed. A live writer's temp file is kept.
+int remove_stale_temp_files(const std::string& dir);
 
 }  // namespace mambarl

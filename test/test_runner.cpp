@@ -1,12 +1,15 @@
 // The runner's pieces: GAE, experiment configs (a table of broken files),
-// the metrics log, the bounded queue.
+// the metrics log, the bounded queue, the stalled-actor watchdog.
 #define BOOST_TEST_MODULE runner
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
+#include "tools/actor_watchdog.hpp"
 #include "tools/bounded_queue.hpp"
 #include "tools/experiment.hpp"
 #include "tools/gae.hpp"
@@ -172,19 +175,62 @@ BOOST_AUTO_TEST_CASE(metrics_log_resume_cuts_back_and_drops_partial_lines) {
 }
 
 BOOST_AUTO_TEST_CASE(bounded_queue_never_exceeds_its_bound) {
-  BoundedQueue<int> q(3);
-  std::thread producer([&] {
-    for (int i = 0; i < 1000; ++i) q.push(i);
-    q.close();
-  });
-  int v = 0, expect = 0;
-  while (q.pop(v)) {
-    BOOST_REQUIRE_EQUAL(v, expect++);
-    if (expect % 100 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a slow consumer
+  // Four fast producers against a deliberately slow consumer (the learner):
+  // the queue fills to its bound and must stay there, never above it.
+  constexpr size_t kBound = 3;
+  constexpr int kProducers = 4, kEach = 150;
+  BoundedQueue<int> q(kBound);
+  std::vector<std::thread> producers;
+  for (int p = 0; p < kProducers; ++p)
+    producers.emplace_back([&, p] {
+      for (int i = 0; i < kEach; ++i) q.push(p * kEach + i);  // never closed: always true
+    });
+  std::vector<int> last(kProducers, -1);
+  int v = 0, popped = 0;
+  while (popped < kProducers * kEach && q.pop(v)) {
+    ++popped;
+    const int p = v / kEach;
+    BOOST_REQUIRE_GT(v % kEach, last[static_cast<size_t>(p)]);  // FIFO per producer
+    last[static_cast<size_t>(p)] = v % kEach;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // the slow learner
   }
-  producer.join();
-  BOOST_TEST(expect == 1000);
-  BOOST_TEST(q.high_water() <= 3u);
+  for (auto& t : producers) t.join();
+  BOOST_TEST(popped == kProducers * kEach);
+  // Reaching the bound shows the producers really were held back (not a vacuous pass).
+  BOOST_TEST(q.high_water() == kBound);
+}
+
+BOOST_AUTO_TEST_CASE(bounded_queue_pop_for_times_out_and_sees_close) {
+  BoundedQueue<int> q(2);
+  int v = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  BOOST_TEST((q.pop_for(v, std::chrono::milliseconds(20)) == BoundedQueue<int>::Pop::timeout));
+  BOOST_TEST((std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(20)));
+  q.push(7);
+  BOOST_TEST((q.pop_for(v, std::chrono::milliseconds(20)) == BoundedQueue<int>::Pop::item));
+  BOOST_TEST(v == 7);
+  q.close();
+  BOOST_TEST((q.pop_for(v, std::chrono::seconds(10)) == BoundedQueue<int>::Pop::closed));
+}
+
+BOOST_AUTO_TEST_CASE(watchdog_reports_the_longest_busy_actor_past_the_limit) {
+  using Clock = ActorWatchdog::Clock;
+  ActorWatchdog w(3, 2.0);
+  const Clock::time_point t0 = Clock::now();
+  BOOST_TEST(!w.check(t0 + std::chrono::hours(1)));  // idle actors (waiting on queues) never stall
+  w.begin_chunk(1, t0);
+  w.begin_chunk(2, t0 + std::chrono::seconds(1));
+  BOOST_TEST(!w.check(t0 + std::chrono::milliseconds(1900)));
+  const auto s = w.check(t0 + std::chrono::milliseconds(3500));
+  BOOST_REQUIRE(s);
+  BOOST_TEST(s->actor == 1);
+  BOOST_TEST(s->stalled_s == 3.5, boost::test_tools::tolerance(1e-9));
+  w.end_chunk(1);  // it handed its chunk over: actor 2 is now the only one past the limit
+  const auto s2 = w.check(t0 + std::chrono::milliseconds(3500));
+  BOOST_REQUIRE(s2);
+  BOOST_TEST(s2->actor == 2);
+  w.end_chunk(2);
+  BOOST_TEST(!w.check(t0 + std::chrono::hours(1)));
 }
 
 // A plugin can add env types through the C ABI; `env.type` then reaches them

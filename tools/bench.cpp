@@ -13,6 +13,7 @@
 #include "policy/cpu_actor.hpp"
 #include "policy/cpu_learner.hpp"
 #include "tools/alloc_counter.hpp"
+#include "tools/bench_soak.hpp"
 #if defined(MAMBARL_HAVE_CUDA)
 #include "tools/bench_rollout_gpu.hpp"
 #endif
@@ -174,11 +175,16 @@ int run_bench(int argc, char** argv, std::ostream& out) {
       "  rollout: T=1 actor step (us/step, heap allocations per step; --device cuda: the GPU actor's graph)\n"
       "  train:   chunk forward, forward+backward and whole PPO update (ms)\n"
       "  e2e:     the training runner end to end (env-steps/s)\n"
-      "  Prints one JSON object on stdout.\n";
+      "  Prints one JSON object on stdout.\n"
+      "usage: mambarl bench soak [config.yaml] [--minutes M] [--sample-s S] [--out plot.svg] [key=value ...]\n"
+      "  soak:    the async actor-learner loop for M minutes (default 10): resident and device memory\n"
+      "           over time, growth after warm-up, queue depth vs bound, a pass/fail verdict and an\n"
+      "           SVG plot (`mambarl bench soak --help` for details)\n";
   if (what == "--help" || what == "-h") {
     out << usage;
     return 0;
   }
+  if (what == "soak") return run_soak(argc - 1, argv + 1, out);
   std::string device = "cpu";
   int reps = 0;
   for (int i = 1; i < argc; ++i) {
@@ -191,7 +197,7 @@ int run_bench(int argc, char** argv, std::ostream& out) {
     } else MAMBARL_FAIL("bench: unexpected argument '" << a << "'");
   }
   MAMBARL_CHECK(what == "rollout" || what == "train" || what == "e2e",
-                "bench: expected rollout, train or e2e, got '" << what << "'");
+                "bench: expected rollout, train, e2e or soak, got '" << what << "'");
   MAMBARL_CHECK(device == "cpu" || device == "cuda", "bench: --device must be cpu or cuda, got '" << device << "'");
   if (device == "cuda") {
 #if defined(MAMBARL_HAVE_CUDA)

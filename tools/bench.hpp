@@ -1,4 +1,4 @@
-// `mambarl bench rollout|train|e2e`: timings printed as one JSON object.
+// `mambarl bench rollout|train|e2e|soak`: timings (or a soak report) printed as one JSON object.
 #pragma once
 
 #include <iosfwd>

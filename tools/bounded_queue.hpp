@@ -3,6 +3,7 @@
 // bound is what keeps fast actors from racing ahead of a slow learner.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -33,6 +34,17 @@ class BoundedQueue {
     q_.pop_front();
     not_full_.notify_one();
     return true;
+  }
+  enum class Pop { item, timeout, closed };
+  // pop() that gives up after `wait` (so the caller can look at the clock).
+  template <typename Rep, typename Period> Pop pop_for(T& out, std::chrono::duration<Rep, Period> wait) {
+    std::unique_lock<std::mutex> lk(m_);
+    if (!not_empty_.wait_for(lk, wait, [&] { return closed_ || !q_.empty(); })) return Pop::timeout;
+    if (q_.empty()) return Pop::closed;
+    out = std::move(q_.front());
+    q_.pop_front();
+    not_full_.notify_one();
+    return Pop::item;
   }
   void close() {
     std::lock_guard<std::mutex> lk(m_);

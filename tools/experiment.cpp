@@ -38,7 +38,7 @@ AlgoConfig parse_algo(const ConfigNode& n) {
 RuntimeConfig parse_runtime(const ConfigNode& n) {
   n.check_known({"seed", "device", "out_dir", "sync", "num_actors", "queue_size", "max_policy_lag",
                  "log_every", "checkpoint_every", "metrics_format", "plugin", "return_window",
-                 "stop_after_updates", "extra_plugins"});
+                 "stop_after_updates", "extra_plugins", "actor_stall_s"});
   RuntimeConfig r;
   r.seed = n.get<uint64_t>("seed", r.seed);
   r.device = n.get_choice("device", r.device, {"cpu", "cuda"});
@@ -61,6 +61,7 @@ RuntimeConfig parse_runtime(const ConfigNode& n) {
     }
   }
   r.return_window = n.get_in("return_window", r.return_window, 1, 1 << 20);
+  r.actor_stall_s = n.get_in("actor_stall_s", r.actor_stall_s, 0.01, 1e6);
   r.stop_after_updates = n.get_in<long long>("stop_after_updates", r.stop_after_updates, 0, 1LL << 50);
   return r;
 }
@@ -87,6 +88,7 @@ Experiment parse_experiment(const std::string& text, const std::string& path,
     throw ConfigError(path + ":" + std::to_string(ex.mark.line + 1) + ":" +
                       std::to_string(ex.mark.column + 1) + ": malformed YAML: " + ex.msg);
   }
+  check_yaml_bounds(e.root, path);
   if (!e.root.IsDefined() || e.root.IsNull()) e.root = YAML::Node(YAML::NodeType::Map);
   if (!e.root.IsMap()) throw ConfigError(path + ": the experiment config must be a YAML map");
   apply_overrides(e.root, overrides);
@@ -139,6 +141,7 @@ std::string Experiment::resolved_yaml(const std::string& policy_resolved) const 
   rt["plugin"] = r.plugin;
   for (const auto& p : r.extra_plugins) rt["extra_plugins"].push_back(p);
   rt["return_window"] = r.return_window;
+  rt["actor_stall_s"] = r.actor_stall_s;
   rt["stop_after_updates"] = r.stop_after_updates;
   out["runtime"] = rt;
   YAML::Emitter em;

@@ -47,6 +47,8 @@ struct RuntimeConfig {
   std::string plugin;            // empty: the bundled libmambarl_policies.so
   std::vector<std::string> extra_plugins;  // more plugins (e.g. ones adding env types)
   int return_window = 100;       // episodes averaged in mean_return
+  double actor_stall_s = 300;     // async mode: an actor busy on one chunk this long is reported
+                                  // as stalled and the run stops with an error naming it
   long long stop_after_updates = 0;  // > 0: checkpoint and exit once this many updates are done
                                      // (time-sliced jobs; continue with --resume). 0: no limit
 };

@@ -20,6 +20,7 @@ const char* kUsage =
     "  eval <checkpoint> [--episodes N] [--render] [--seed S] [key=value ...]\n"
     "        run a trained checkpoint on fresh envs\n"
     "  bench rollout|train|e2e [--device cpu|cuda] [...]   print one JSON object of timings\n"
+    "  bench soak [config.yaml] [--minutes M] [...]   memory over a long async run: JSON + SVG plot\n"
     "  export <checkpoint> <out.safetensors>\n"
     "        write the weights alone (no optimizer or runner state) for PyTorch / HF tooling\n"
     "each command answers --help\n";

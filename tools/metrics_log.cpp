@@ -8,6 +8,7 @@
 
 #include "kernels/check.hpp"
 #include "policy/posix_file.hpp"
+#include "tools/svg_plot.hpp"
 
 namespace mambarl {
 
@@ -111,37 +112,7 @@ void MetricsLog::write(const MetricsRow& row) {
 
 void write_learning_curve_svg(const std::string& path, const std::string& title,
                               const std::vector<std::pair<double, double>>& points) {
-  const double W = 640, H = 400, L = 70, R = 40, T = 40, Bm = 50;  // R leaves room for the last x label
-  double x0 = 0, x1 = 1, y0 = 0, y1 = 1;
-  bool first = true;
-  for (const auto& [x, y] : points) {
-    if (!std::isfinite(x) || !std::isfinite(y)) continue;
-    if (first) x0 = x1 = x, y0 = y1 = y, first = false;
-    x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
-  }
-  if (x1 - x0 < 1e-12) x1 = x0 + 1;
-  if (y1 - y0 < 1e-12) y0 -= 0.5, y1 += 0.5;
-  const auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
-  const auto py = [&](double y) { return H - Bm - (y - y0) / (y1 - y0) * (H - T - Bm); };
-  std::ostringstream s;
-  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
-    << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"" << W / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" << title << "</text>\n"
-    << "<line x1=\"" << L << "\" y1=\"" << H - Bm << "\" x2=\"" << W - R << "\" y2=\"" << H - Bm << "\" stroke=\"black\"/>\n"
-    << "<line x1=\"" << L << "\" y1=\"" << T << "\" x2=\"" << L << "\" y2=\"" << H - Bm << "\" stroke=\"black\"/>\n";
-  for (int i = 0; i <= 4; ++i) {
-    const double xv = x0 + (x1 - x0) * i / 4, yv = y0 + (y1 - y0) * i / 4;
-    s << "<text x=\"" << px(xv) << "\" y=\"" << H - Bm + 16 << "\" text-anchor=\"middle\">" << fmt(std::round(xv)) << "</text>\n"
-      << "<text x=\"" << L - 6 << "\" y=\"" << py(yv) + 4 << "\" text-anchor=\"end\">" << fmt(std::round(yv * 100) / 100) << "</text>\n";
-  }
-  s << "<text x=\"" << W / 2 << "\" y=\"" << H - 12 << "\" text-anchor=\"middle\">env steps</text>\n"
-    << "<text x=\"16\" y=\"" << H / 2 << "\" text-anchor=\"middle\" transform=\"rotate(-90 16 " << H / 2
-    << ")\">mean return</text>\n<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"";
-  for (const auto& [x, y] : points)
-    if (std::isfinite(x) && std::isfinite(y)) s << px(x) << "," << py(y) << " ";
-  s << "\"/>\n</svg>\n";
-  write_file_atomically(path, s.str());
+  write_line_plot_svg(path, title, "env steps", "mean return", {{"", points}});
 }
 
 }  // namespace mambarl

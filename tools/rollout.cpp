@@ -39,6 +39,7 @@ void RolloutWorker::collect(Chunk& c) {
     float* act = c.actions.data() + row * W;
     actor_->act(obs_.data(), starts_.data(), act, c.logp.data() + row, c.values.data() + row);
     env_->step(act);
+    env_steps_.fetch_add(B, std::memory_order_relaxed);
     const float* r = env_->reward();
     const uint8_t* term = env_->terminated();
     const uint8_t* trunc = env_->truncated();

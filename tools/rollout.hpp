@@ -4,6 +4,7 @@
 // on episode_start), recording the recurrent state each sequence started with.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -45,12 +46,16 @@ class RolloutWorker {
   // What a bit-exact resume needs besides env and actor state.
   std::vector<float>& obs() { return obs_; }          // (B, obs_dim) next observation
   std::vector<uint8_t>& starts() { return starts_; }  // (B) next episode_start flags
+  // Env steps (vector steps x B) this worker has taken; readable from any thread
+  // (the stalled-actor report says where an actor got stuck).
+  long long env_steps() const { return env_steps_.load(std::memory_order_relaxed); }
 
  private:
   std::unique_ptr<VecEnv> env_;
   std::unique_ptr<ActorHandle> actor_;
   std::vector<float> obs_, peek_;    // (B, obs_dim), (B)
   std::vector<uint8_t> starts_;      // (B)
+  std::atomic<long long> env_steps_{0};
 };
 
 }  // namespace mambarl

@@ -3,7 +3,10 @@
 # CTest suite (GPU-labelled tests skip cleanly without a GPU); then build the
 # CPU code again under AddressSanitizer + UndefinedBehaviorSanitizer in its own
 # build dir and run the unit suites there, failing on any report.
-# MAMBARL_SKIP_SANITIZERS=1 skips the second pass (quick local runs).
+# Third, the libFuzzer targets (test/fuzz/) run 60 s each from their seed
+# corpora (tools/fuzz.sh).
+# MAMBARL_SKIP_SANITIZERS=1 skips the second pass, MAMBARL_SKIP_FUZZ=1 the
+# third (quick local runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install_deps.sh
@@ -21,4 +24,8 @@ if [ "${MAMBARL_SKIP_SANITIZERS:-0}" != "1" ]; then
   # slow) are left to the first pass: they test learning, not memory safety.
   ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     ctest --test-dir "$asan_dir" --output-on-failure -j"$(nproc)" -LE slow
+fi
+
+if [ "${MAMBARL_SKIP_FUZZ:-0}" != "1" ]; then
+  tools/fuzz.sh
 fi

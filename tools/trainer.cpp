@@ -3,10 +3,12 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
 #include <iomanip>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -16,6 +18,7 @@
 
 #include "kernels/check.hpp"
 #include "policy/posix_file.hpp"
+#include "tools/actor_watchdog.hpp"
 #include "tools/bounded_queue.hpp"
 #include "tools/learner_loop.hpp"
 #include "tools/metrics_log.hpp"
@@ -89,8 +92,12 @@ class Run {
   void learn_on(Chunk& chunk, long long lag);
   void run_sync();
   void run_async();
+  [[noreturn]] void fail_stalled(const ActorWatchdog::Stall& stall, const std::atomic<int>& running,
+                                 std::vector<std::thread>& threads);
   bool done() const {
     return s_.env_steps >= al_.total_env_steps ||
+           (opts_.stop_after_s > 0 &&
+            std::chrono::duration<double>(Clock::now() - t0_).count() >= opts_.stop_after_s) ||
            (rt_.stop_after_updates > 0 && s_.update >= rt_.stop_after_updates);
   }
   double lr_now() const {
@@ -116,10 +123,14 @@ class Run {
   std::string ckpt_path_, curve_path_;
   Clock::time_point t0_;
   double wall_before_ = 0;  // wall time of the run before a resume
+  size_t queue_high_water_ = 0;  // most chunks ever waiting for the learner (async mode)
 };
 
 void Run::build() {
   fs::create_directories(rt_.out_dir);
+  // Temp files of a run killed mid-write (checkpoint, config, curve) would pile up otherwise.
+  if (const int stale = remove_stale_temp_files(rt_.out_dir))
+    log_ << "removed " << stale << " temp file(s) left by a killed run in " << rt_.out_dir << "\n";
   session_ = load_plugins(exp_);  // first: plugins may add env types
   auto first_env = make_vec_env(exp_.section("env"));  // validates the env section
   spec_ = first_env->spec();
@@ -318,6 +329,8 @@ void Run::run_async() {
   std::atomic<bool> failed{false};
   std::string failure;
   std::mutex failure_m;
+  ActorWatchdog watchdog(K_, rt_.actor_stall_s);
+  std::atomic<int> running{K_};  // actor threads that have not returned yet
   std::vector<std::thread> threads;
   for (int k = 0; k < K_; ++k)
     threads.emplace_back([&, k] {
@@ -327,6 +340,7 @@ void Run::run_async() {
         long long have = -1;
         Chunk* c = nullptr;
         while (free_q[static_cast<size_t>(k)]->pop(c)) {
+          watchdog.begin_chunk(k);
           c->worker = k;
           {
             std::lock_guard<std::mutex> lk(board_.m);
@@ -334,6 +348,7 @@ void Run::run_async() {
           }
           w.actor().set_weights(local, have);
           w.collect(*c);
+          watchdog.end_chunk(k);  // a full queue (slow learner) is waiting, not stalling
           if (!full_q.push(c)) break;
         }
       } catch (const std::exception& e) {
@@ -342,6 +357,7 @@ void Run::run_async() {
         failed = true;
         full_q.close();
       }
+      --running;
     });
   const auto owner = [&](const Chunk* c) {
     for (int k = 0; k < K_; ++k)
@@ -349,9 +365,22 @@ void Run::run_async() {
         if (&p == c) return k;
     return -1;
   };
+  const auto stop_actors = [&] {
+    full_q.close();
+    for (auto& q : free_q) q->close();
+  };
+  // Polled while waiting for chunks, so a stall is seen even when no chunk comes.
+  const auto poll = std::chrono::duration<double>(std::min(rt_.actor_stall_s / 4, 0.5));
   try {
     Chunk* c = nullptr;
-    while (!done() && full_q.pop(c)) {
+    while (!done()) {
+      if (const auto stall = watchdog.check()) {
+        stop_actors();
+        fail_stalled(*stall, running, threads);
+      }
+      const auto got = full_q.pop_for(c, poll);
+      if (got == BoundedQueue<Chunk*>::Pop::closed) break;
+      if (got == BoundedQueue<Chunk*>::Pop::timeout) continue;
       s_.env_steps += static_cast<long long>(c->T) * c->B;
       const long long lag = s_.version - c->policy_version;
       if (lag > rt_.max_policy_lag) {
@@ -362,15 +391,43 @@ void Run::run_async() {
       free_q[static_cast<size_t>(owner(c))]->push(c);
     }
   } catch (...) {
-    full_q.close();
-    for (auto& q : free_q) q->close();
-    for (auto& t : threads) t.join();
+    stop_actors();
+    for (auto& t : threads)
+      if (t.joinable()) t.join();  // fail_stalled() may have joined them already
     throw;
   }
-  full_q.close();
-  for (auto& q : free_q) q->close();
+  stop_actors();
   for (auto& t : threads) t.join();
+  queue_high_water_ = full_q.high_water();
   MAMBARL_CHECK(!failed, failure);
+}
+
+// A stalled actor is inside a plugin's env or policy call that nothing can
+// interrupt. The queues are closed, so every other actor returns; if the
+// stalled one also returns within a grace period, this is an ordinary Error.
+// If not, its thread cannot be joined and the objects it uses cannot be freed
+// under it, so the process ends here (exit status 1, like any error) after
+// reporting; the last checkpoint on disk is intact.
+void Run::fail_stalled(const ActorWatchdog::Stall& stall, const std::atomic<int>& running,
+                       std::vector<std::thread>& threads) {
+  const double run_s = wall_before_ + std::chrono::duration<double>(stall.since - t0_).count();
+  std::ostringstream msg;
+  msg << "actor " << stall.actor << " stalled: it has produced no chunk for " << fmt(stall.stalled_s, 1)
+      << " s (runtime.actor_stall_s: " << rt_.actor_stall_s << "), busy since run second " << fmt(run_s, 1)
+      << ", stuck at its env step " << workers_[static_cast<size_t>(stall.actor)]->env_steps()
+      << " (run env_steps " << s_.env_steps << ", update " << s_.update
+      << "); stopping. The last checkpoint written (if any) is intact: " << ckpt_path_;
+  constexpr auto kGrace = std::chrono::seconds(2);
+  const auto deadline = Clock::now() + kGrace;
+  while (running > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (running == 0) {
+    for (auto& t : threads) t.join();
+    MAMBARL_FAIL(msg.str());
+  }
+  log_.flush();
+  std::cerr << "mambarl train: error: " << msg.str() << " (the stalled thread cannot be stopped; exiting)"
+            << std::endl;
+  std::_Exit(EXIT_FAILURE);
 }
 
 TrainSummary Run::go() {
@@ -398,6 +455,8 @@ TrainSummary Run::go() {
   sum.checkpoint = ckpt_path_;
   sum.metrics = metrics_->path();
   sum.curve = curve_path_;
+  sum.queue_high_water = queue_high_water_;
+  sum.queue_capacity = rt_.sync ? 0 : static_cast<size_t>(rt_.queue_size);
   return sum;
 }
 

@@ -5,7 +5,10 @@
 // checkpoint + --resume). Async mode: runtime.num_actors threads each step
 // their share of the envs and push chunks into a bounded queue; the learner
 // consumes them, publishes versioned weights that the actors pick up before
-// their next chunk, and drops chunks older than runtime.max_policy_lag.
+// their next chunk, and drops chunks older than runtime.max_policy_lag. An
+// actor busy on one chunk for longer than runtime.actor_stall_s (an env or
+// policy call that hangs) stops the run with an error naming the actor, since
+// when it was busy and at which of its env steps it got stuck.
 #pragma once
 
 #include <iosfwd>
@@ -18,6 +21,7 @@ namespace mambarl {
 struct TrainOptions {
   bool resume = false;
   std::string resume_from;  // empty: <out_dir>/checkpoint.safetensors
+  double stop_after_s = 0;  // > 0: stop (with the final checkpoint) after this much wall time
 };
 
 struct TrainSummary {
@@ -26,6 +30,8 @@ struct TrainSummary {
   long long episodes = 0;
   double wall_s = 0;
   std::string checkpoint, metrics, curve;
+  size_t queue_high_water = 0;  // async mode: most chunks ever queued for the learner
+  size_t queue_capacity = 0;    // its bound (runtime.queue_size); 0 in sync mode
 };
 
 TrainSummary run_training(const Experiment& exp, const TrainOptions& opts, std::ostream& log);

@@ -3,9 +3,14 @@
 // action guesses the face just shown (+1/length when right), and the episode
 // is truncated after `length` steps (default 8). With CONFLICT_NAME defined it
 // registers under that name instead (e.g. "cartpole", a clash).
+// Fault injection for the stalled-actor test: `stall_at_step: N` (default 0,
+// never) makes the N-th step() call of an env block for good, like an env
+// stuck on a dead simulator or socket.
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/config_node.hpp"
@@ -18,6 +23,7 @@
 
 struct mambarl_env {
   int B = 0, length = 8;
+  long long steps = 0, stall_at_step = 0;  // step() calls so far; 0: never stall
   std::vector<mambarl::Rng> rng;        // (B)
   std::vector<int32_t> t, coin;         // (B) step in episode, face shown
   std::vector<double> ret;              // (B) running return
@@ -41,10 +47,11 @@ mambarl_status create(const char* env_yaml, int32_t num_envs, mambarl_env** out,
                       char* error, size_t error_len) {
   try {
     const mambarl::ConfigNode cfg(YAML::Load(env_yaml), "env");
-    cfg.check_known({"type", "num_envs", "length"});
+    cfg.check_known({"type", "num_envs", "length", "stall_at_step"});
     auto* e = new mambarl_env;
     e->B = num_envs;
     e->length = cfg.get_in("length", 8, 1, 1000000);
+    e->stall_at_step = cfg.get_in<long long>("stall_at_step", 0, 0, 1LL << 40);
     const size_t B = static_cast<size_t>(num_envs);
     e->rng.resize(B);
     e->t.assign(B, 0);
@@ -82,6 +89,8 @@ mambarl_status reset(mambarl_env* e, uint64_t seed) {
 }
 
 mambarl_status step(mambarl_env* e, const float* actions) {
+  if (++e->steps == e->stall_at_step)
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
   for (int b = 0; b < e->B; ++b)
     if (!(actions[b] == 0.0f || actions[b] == 1.0f)) {
       e->error = "coin_guess: env " + std::to_string(b) + " got action " + std::to_string(actions[b]);
