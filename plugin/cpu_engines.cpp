@@ -69,8 +69,6 @@ std::unique_ptr<LearnerRole> make_learner(const PolicyConfig& cfg, int obs_dim, 
 
 std::unique_ptr<ActorRole> make_actor(const LearnerRole& learner, const PolicyConfig& cfg,
                                       const EngineChoice& engine, int num_envs, uint64_t seed) {
-  MAMBARL_CHECK(engine.device == Device::cuda || !engine.bf16_weights,
-                "actor: bf16 weights need the GPU actor (runtime.device: cuda)");
   std::unique_ptr<ActorRole> a =
       engine.device == Device::cuda
           ? make_gpu_actor(learner.shared_model(), cfg, num_envs, seed, engine.bf16_weights)
