@@ -3,12 +3,14 @@
 // gives actors that match the CPU actors of the same policy over 120 steps
 // with random episode starts, and whose state and Rng bytes cross between
 // the devices; `mambarl train` with runtime.device: cuda completes, writes a
-// checkpoint, and resumes from it bit-exactly in sync mode (and on the CPU).
+// checkpoint, and resumes from it bit-exactly in sync mode (and on the CPU);
+// async mode runs its actor threads on GPU actors.
 // Without a CUDA device every case is skipped, unless MAMBARL_REQUIRE_GPU=1.
 #define BOOST_TEST_MODULE gpu_plugin
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -264,6 +266,24 @@ BOOST_AUTO_TEST_CASE(sync_training_on_cuda_checkpoints_and_resumes) {
       for (const auto& d : {whole, split, on_cpu}) fs::remove_all(d);
     }
   }
+}
+
+// Async mode: each actor thread steps its own GPU actor (own stream, graph
+// and pinned buffers) while the learner updates; the run completes.
+BOOST_AUTO_TEST_CASE(async_training_on_cuda_completes) {
+  require_gpu();
+  const auto dir = out_dir("cuda_async");
+  std::string log;
+  const TrainSummary s = train("cartpole_mamba1", dir,
+                               {"algo.total_env_steps=16384", "runtime.device=cuda", "runtime.sync=false",
+                                "runtime.num_actors=2", "algo.minibatches=2"},
+                               false, &log);
+  BOOST_TEST_MESSAGE(log);
+  BOOST_TEST(log.find("2 actor threads, device cuda, dtype float32,") != std::string::npos);
+  BOOST_TEST(s.env_steps >= 16384);
+  BOOST_TEST(s.episodes > 0);
+  BOOST_TEST(std::isfinite(s.mean_return));
+  fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
