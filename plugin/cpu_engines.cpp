@@ -29,7 +29,9 @@ class CpuActorRole final : public ActorRole {
     if (!a_.state().empty()) std::memcpy(a_.state().data(), state, a_.state().size() * sizeof(float));
   }
   void get_rngs(Rng* rngs) override { std::memcpy(rngs, a_.rngs().data(), a_.rngs().size() * sizeof(Rng)); }
-  void set_rngs(const Rng* rngs) override { std::memcpy(a_.rngs().data(), rngs, a_.rngs().size() * sizeof(Rng)); }
+  void set_rngs(const Rng* rngs) override {
+    std::memcpy(a_.rngs().data(), rngs, a_.rngs().size() * sizeof(Rng));
+  }
 
  private:
   CpuActor a_;
@@ -45,8 +47,12 @@ class CpuLearnerRole final : public LearnerRole {
   std::shared_ptr<const ActorCritic<float>> shared_model() const override { return l_.shared_model(); }
   TrainResult train_step(const ChunkView& chunk, double lr) override { return l_.train_step(chunk, lr); }
   size_t num_params() const override { return l_.params().size(); }
-  void get_weights(float* w) const override { std::memcpy(w, l_.params().data(), num_params() * sizeof(float)); }
-  void set_weights(const float* w) override { std::memcpy(l_.params().data(), w, num_params() * sizeof(float)); }
+  void get_weights(float* w) const override {
+    std::memcpy(w, l_.params().data(), num_params() * sizeof(float));
+  }
+  void set_weights(const float* w) override {
+    std::memcpy(l_.params().data(), w, num_params() * sizeof(float));
+  }
   void save(const std::string& path, const std::map<std::string, std::string>& metadata,
             const std::vector<TensorRecord>& extra) const override {
     l_.save(path, metadata, extra);
@@ -60,8 +66,8 @@ class CpuLearnerRole final : public LearnerRole {
 }  // namespace
 
 std::unique_ptr<LearnerRole> make_learner(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head,
-                                          const PpoLossConfig& loss, const AdamWConfig& adam,
-                                          uint64_t seed, const EngineChoice& /*engine*/) {
+                                          const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed,
+                                          const EngineChoice& /*engine*/) {
   // The learner stays on the CPU on either device (the GPU learner is not part of this
   // plugin yet); with device cuda only the actors move.
   return std::make_unique<CpuLearnerRole>(cfg, obs_dim, head, loss, adam, seed);

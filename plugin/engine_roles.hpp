@@ -38,14 +38,14 @@ class ActorRole {
  public:
   virtual ~ActorRole() = default;
   virtual void set_weights(const float* w, size_t n, long long version) = 0;  // (num_params) host
-  virtual void reset(const uint8_t* mask) = 0;                                  // (B)
+  virtual void reset(const uint8_t* mask) = 0;                                // (B)
   // obs (B, obs_dim), episode_start (B) -> actions (B, act_width), logp (B), values (B); host memory.
   virtual void act(const float* obs, const uint8_t* episode_start, float* actions, float* logp,
                    float* values) = 0;
   virtual void peek_values(const float* obs, float* values) = 0;  // state and Rngs unchanged
   virtual void get_state(float* state) = 0;                       // (B, state_size) host
   virtual void set_state(const float* state) = 0;
-  virtual void get_rngs(Rng* rngs) = 0;                           // (B) host
+  virtual void get_rngs(Rng* rngs) = 0;  // (B) host
   virtual void set_rngs(const Rng* rngs) = 0;
 };
 
@@ -65,8 +65,8 @@ class LearnerRole {
 };
 
 std::unique_ptr<LearnerRole> make_learner(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head,
-                                          const PpoLossConfig& loss, const AdamWConfig& adam,
-                                          uint64_t seed, const EngineChoice& engine);
+                                          const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed,
+                                          const EngineChoice& engine);
 
 // An actor of `learner`'s model on engine.device, starting from the learner's
 // current weights (version 0).

@@ -362,11 +362,17 @@ BOOST_AUTO_TEST_CASE(cuda_device_is_refused_clearly) {
     BOOST_TEST_CONTEXT(type) {
       const auto& f = real_registry().factory(type);
       BOOST_TEST(f.probe("cuda", why, sizeof why) == MAMBARL_UNSUPPORTED);
-      BOOST_TEST(std::string(why) == "policy type '" + std::string(type) + "' has no CUDA engine (mamba1, mamba3 have one)");
+      const std::string no_engine = "policy type '" + std::string(type) + "' has no CUDA engine";
+      BOOST_TEST(std::string(why) == no_engine + " (mamba1, mamba3 have one)");
       Args args;
       args.text = config_for(type);
       args.device = "cuda";
-      CHECK_HAS(error_of([&] { PolicyHandle::create(f, args.get()); }), "policy type '" + std::string(type) + "' has no CUDA engine");
+      mambarl_policy* p = nullptr;
+      char err[512];
+      BOOST_TEST(f.create(&args.get(), &p, err, sizeof err) == MAMBARL_ERROR);
+      BOOST_TEST(p == nullptr);
+      CHECK_HAS(err, "runtime.device: cuda: " + no_engine);
+      CHECK_HAS(error_of([&] { PolicyHandle::create(f, args.get()); }), "cannot run on device 'cuda': " + no_engine);
     }
   }
   BOOST_TEST(real_registry().factory("mamba1").probe("tpu", why, sizeof why) == MAMBARL_UNSUPPORTED);

@@ -27,15 +27,16 @@ inline std::string config_path(const std::string& name) {
 }
 
 inline std::filesystem::path out_dir(const std::string& name) {
-  const std::filesystem::path d = std::filesystem::temp_directory_path() / ("mambarl_learning_" + name + "_" + std::to_string(::getpid()));
+  const std::filesystem::path d = std::filesystem::temp_directory_path() /
+                                  ("mambarl_learning_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
   return d;
 }
 
 // Trains configs/<config>.yaml into `dir` with the bundled plugin; the
 // runner's log goes to *log when given.
-inline TrainSummary train(const std::string& config, const std::filesystem::path& dir, std::vector<std::string> overrides = {},
-                          bool resume = false, std::string* log = nullptr) {
+inline TrainSummary train(const std::string& config, const std::filesystem::path& dir,
+                          std::vector<std::string> overrides = {}, bool resume = false, std::string* log = nullptr) {
   overrides.push_back("runtime.out_dir=" + dir.string());
   overrides.push_back(std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN);
   std::ostringstream out;
