@@ -21,6 +21,7 @@
 
 #include "kernels/rng.hpp"
 #include "plugin/plugin_host.hpp"
+#include "tools/policy_session.hpp"
 #include "test/gpu_test_util.hpp"
 #include "test/test_util.hpp"
 #include "test/train_util.hpp"
@@ -213,6 +214,18 @@ BOOST_AUTO_TEST_CASE(probe_accepts_cuda_for_the_mamba_types_only) {
   }
   for (const char* type : {"gru", "mlp"})
     BOOST_TEST(registry().factory(type).probe("cuda", why, sizeof why) == MAMBARL_UNSUPPORTED);
+  // The runner's runtime.device: auto takes the GPU for mamba1 and the CPU for gru, saying why.
+  for (const std::string config : {"cartpole_mamba1", "cartpole_gru"}) {
+    const Experiment exp = load_experiment(config_path(config), {std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN,
+                                                                 "runtime.device=auto"});
+    auto session = load_plugins(exp);
+    create_policy(*session, exp, make_vec_env(exp.section("env"))->spec());
+    const bool gru = config == "cartpole_gru";
+    BOOST_TEST(session->device == (gru ? "cpu" : "cuda"));
+    BOOST_TEST(session->device_note ==
+               (gru ? "runtime.device: auto chose the CPU: policy type 'gru' has no CUDA engine (mamba1, mamba3 have one)"
+                    : ""));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(cuda_actor_matches_cpu_actor_float32) {
