@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <string>
 
 #include "plugin/engine_roles.hpp"
 #include "policy/gpu_actor.hpp"
@@ -54,6 +55,22 @@ std::string cuda_unavailable_reason() {
            cudaGetErrorString(e) + ")";
   }
   if (n < 1) return "no usable CUDA device (cudaGetDeviceCount found none)";
+  // The engines run on the current device; one older than every architecture
+  // the kernels were built for has no kernel image to run.
+  constexpr int kMinArch = MAMBARL_MIN_CUDA_ARCH;
+  int dev = 0;
+  cudaDeviceProp prop{};
+  cudaError_t p = cudaGetDevice(&dev);
+  if (p == cudaSuccess) p = cudaGetDeviceProperties(&prop, dev);
+  if (p != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::string("no usable CUDA device (cudaGetDeviceProperties: ") + cudaGetErrorName(p) + ")";
+  }
+  const int arch = prop.major * 10 + prop.minor;
+  if (kMinArch > 0 && arch < kMinArch)
+    return "CUDA device " + std::to_string(dev) + " (" + prop.name + ") is sm_" + std::to_string(arch) +
+           ", older than every architecture this build's kernels are compiled for (sm_" +
+           std::to_string(kMinArch) + " and newer; see CMAKE_CUDA_ARCHITECTURES)";
   return "";
 }
 
