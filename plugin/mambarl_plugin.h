@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define MAMBARL_PLUGIN_ABI_VERSION 2u  /* 2: env factories */
+#define MAMBARL_PLUGIN_ABI_VERSION 3u  /* 2: env factories; 3: dtype in create args, MAMBARL_UNSUPPORTED */
 #define MAMBARL_PLUGIN_ENTRY "mambarl_plugin_register"
 
 #if defined(__GNUC__)
@@ -32,6 +32,11 @@ extern "C" {
 typedef int32_t mambarl_status; /* 0 = ok; otherwise see last_error() */
 #define MAMBARL_OK 0
 #define MAMBARL_ERROR 1
+/* From probe() only: this policy type has no engine for that device at all,
+ * on any machine (a config error), as opposed to MAMBARL_ERROR: this machine
+ * cannot run it now (no usable GPU, a build without CUDA), where a host may
+ * fall back to the CPU. */
+#define MAMBARL_UNSUPPORTED 2
 
 enum { MAMBARL_DTYPE_F32 = 0, MAMBARL_DTYPE_U8 = 1 };
 enum { MAMBARL_DEVICE_CPU = 0, MAMBARL_DEVICE_CUDA = 1 };
@@ -67,7 +72,9 @@ typedef struct mambarl_policy_create_args {
   mambarl_env_info env;
   mambarl_learner_config learner;
   uint64_t seed;
-  const char* device;            /* "cpu" or "cuda" */
+  const char* device;            /* "cpu" or "cuda": where the policy's engines run (runtime.device) */
+  const char* dtype;             /* "float32" or "bfloat16": the actor's weights (runtime.dtype);
+                                    state and accumulation stay float32 */
 } mambarl_policy_create_args;
 
 /* One training chunk of B sequences of T steps (DESIGN.md "learner"). */
@@ -146,8 +153,10 @@ typedef struct mambarl_policy_vtable {
   int64_t (*actor_rng_size)(const mambarl_actor* a);
 } mambarl_policy_vtable;
 
-/* A named factory. probe() may refuse this machine (e.g. "cuda" asked, no GPU)
- * and writes the reason into `why` (NUL-terminated, at most why_len bytes). */
+/* A named factory. probe() may refuse a device: MAMBARL_ERROR when this
+ * machine cannot run it (e.g. "cuda" asked, no GPU), MAMBARL_UNSUPPORTED when
+ * this policy type never can; either way it writes the reason into `why`
+ * (NUL-terminated, at most why_len bytes). */
 typedef struct mambarl_policy_factory {
   uint32_t abi_version;
   const char* name;

@@ -1,11 +1,13 @@
-// The Mamba plugin (libmambarl_policies.so): registers the CPU engines of
-// policy/ as four factories, mamba1, mamba3, gru and mlp, behind the C ABI of
-// plugin/mambarl_plugin.h. One vtable serves all four; the factory's name is
-// the policy type its config must declare. Every entry point validates its
-// views (dtype, device, shape) and turns any exception into MAMBARL_ERROR plus
-// a last_error() text: nothing unwinds into the host. An actor may run on
-// another thread than its policy: it holds its own copy of the weights and
-// shares only the model's immutable structure (CpuActor).
+// The Mamba plugin (libmambarl_policies.so): registers four factories,
+// mamba1, mamba3, gru and mlp, behind the C ABI of plugin/mambarl_plugin.h.
+// One vtable serves all four; the factory's name is the policy type its
+// config must declare. The engines sit behind the roles of
+// plugin/engine_roles.hpp: the learner on the CPU, the actors on the CPU or,
+// for mamba1/mamba3 with device "cuda", on the GPU. Every entry point
+// validates its views (dtype, device, shape) and turns any exception into
+// MAMBARL_ERROR plus a last_error() text: nothing unwinds into the host. An
+// actor may run on another thread than its policy: it holds its own copy of
+// the weights and shares only the model's immutable structure.
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -13,17 +15,15 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
 
 #include "kernels/config_node.hpp"
+#include "plugin/engine_roles.hpp"
 #include "plugin/mambarl_plugin.h"
 #include "plugin/tensor_view.hpp"
-#include "policy/cpu_actor.hpp"
-#include "policy/cpu_learner.hpp"
 #include "policy/json.hpp"
 #include "policy/policy_config.hpp"
 #include "policy/safetensors.hpp"
@@ -32,12 +32,14 @@ struct mambarl_policy {
   std::string type;      // the factory's name, == policy.type
   std::string resolved;  // YAML of the policy section, defaults filled
   mambarl_env_info env{};
-  std::unique_ptr<mambarl::CpuLearner> learner;
+  mambarl::PolicyConfig cfg;
+  mambarl::EngineChoice engine;  // where the actors (and one day the learner) run
+  std::unique_ptr<mambarl::LearnerRole> learner;
   std::string last_error;
 };
 
 struct mambarl_actor {
-  std::unique_ptr<mambarl::CpuActor> actor;
+  std::unique_ptr<mambarl::ActorRole> actor;
   int64_t B = 0, obs_dim = 0, act_width = 0, state_size = 0, num_params = 0;
   std::string last_error;
 };
@@ -46,7 +48,6 @@ namespace mambarl {
 namespace {
 
 constexpr int32_t kF32 = MAMBARL_DTYPE_F32, kU8 = MAMBARL_DTYPE_U8, kCpu = MAMBARL_DEVICE_CPU;
-constexpr const char* kNoCuda = "this build of mambarl_policies has no CUDA engine";
 
 // Runs body(h) with h's last_error cleared first (a body may set it and still
 // succeed: train_step's skip reason); any exception becomes MAMBARL_ERROR.
@@ -73,10 +74,58 @@ void write_text(char* buf, size_t len, const std::string& s) {
   buf[n] = '\0';
 }
 
-void check_device(const char* device) {
-  const std::string d = device ? device : "";
-  if (d == "cuda") throw Error(std::string(kNoCuda) + " (use runtime.device: cpu)");
-  if (d != "cpu") throw Error("unknown device '" + d + "' (known: cpu, cuda)");
+// ---- policy types and devices -------------------------------------------------------
+
+struct PolicyType {
+  const char* name;
+  const char* description;
+  bool gpu_actor;  // has a CUDA engine (GpuActor runs mamba1 and mamba3 mixers)
+};
+constexpr PolicyType kTypes[] = {
+    {"mamba1", "Mamba-1 selective state-space mixer (CPU Eigen; GPU actor with device cuda)", true},
+    {"mamba3", "Mamba-3 SISO mixer (CPU Eigen; GPU actor with device cuda)", true},
+    {"gru", "GRU baseline mixer (CPU, Eigen)", false},
+    {"mlp", "MLP baseline mixer, no memory (CPU, Eigen)", false},
+};
+constexpr size_t kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
+
+std::string gpu_types() {
+  std::string s;
+  for (const auto& t : kTypes)
+    if (t.gpu_actor) s += (s.empty() ? "" : ", ") + std::string(t.name);
+  return s;
+}
+
+// Whether `type` can run on `device` here: MAMBARL_OK, or MAMBARL_UNSUPPORTED
+// (never: a config error) / MAMBARL_ERROR (not on this machine or build) with why.
+mambarl_status device_support(const PolicyType& type, const std::string& device, std::string& why) {
+  if (device == "cpu") return MAMBARL_OK;
+  if (device != "cuda") {
+    why = "unknown device '" + device + "' (known: cpu, cuda)";
+    return MAMBARL_UNSUPPORTED;
+  }
+  if (!type.gpu_actor) {
+    why = std::string("policy type '") + type.name + "' has no CUDA engine (" + gpu_types() + " have one)";
+    return MAMBARL_UNSUPPORTED;
+  }
+  why = cuda_unavailable_reason();
+  return why.empty() ? MAMBARL_OK : MAMBARL_ERROR;
+}
+
+// runtime.device and runtime.dtype as the host resolved them; refuses what
+// this type cannot run here (also for a host that skipped probe()).
+EngineChoice engine_choice(const PolicyType& type, const char* device, const char* dtype) {
+  const std::string dev = device ? device : "", dt = dtype ? dtype : "";
+  std::string why;
+  if (device_support(type, dev, why) != MAMBARL_OK) throw Error("runtime.device: " + dev + ": " + why);
+  EngineChoice e;
+  e.device = dev == "cuda" ? Device::cuda : Device::cpu;
+  if (dt != "float32" && dt != "bfloat16")
+    throw Error("runtime.dtype: unknown dtype '" + dt + "' (known: float32, bfloat16)");
+  e.bf16_weights = dt == "bfloat16";
+  if (e.bf16_weights && e.device != Device::cuda)
+    throw Error("runtime.dtype: bfloat16 weights need runtime.device: cuda (the CPU engines compute in float32)");
+  return e;
 }
 
 std::string emit_yaml(const YAML::Node& n) {
@@ -132,20 +181,20 @@ void check_learner(const mambarl_learner_config& l) {
   in("max_grad_norm", l.max_grad_norm, -big, big, false);  // <= 0 disables clipping
 }
 
-mambarl_status create_policy(const char* type, const mambarl_policy_create_args* args, mambarl_policy** out,
-                             char* error, size_t error_len) {
+mambarl_status create_policy(const PolicyType& type, const mambarl_policy_create_args* args,
+                             mambarl_policy** out, char* error, size_t error_len) {
   try {
     if (out == nullptr) throw Error("create: null output pointer");
     *out = nullptr;
     if (args == nullptr) throw Error("create: null args");
-    check_device(args->device);
+    const EngineChoice engine = engine_choice(type, args->device, args->dtype);
     const std::string file = args->config_file ? args->config_file : "(experiment config)";
     const YAML::Node root = experiment_root(*args, file);
     const ConfigNode section = ConfigNode(root, file).child("policy");
     const PolicyConfig cfg = PolicyConfig::from_yaml(section);
-    if (cfg.type != type)
+    if (cfg.type != type.name)
       section.fail("type", "is '" + cfg.type + (section.has("type") ? "'" : "' (the default)") +
-                               ", but this is the '" + type + "' factory");
+                               ", but this is the '" + type.name + "' factory");
     check_env(args->env);
     check_learner(args->learner);
 
@@ -165,9 +214,11 @@ mambarl_status create_policy(const char* type, const mambarl_policy_create_args*
     adam.max_grad_norm = args->learner.max_grad_norm;
 
     auto p = std::make_unique<mambarl_policy>();
-    p->type = type;
+    p->type = type.name;
     p->env = args->env;
-    p->learner = std::make_unique<CpuLearner>(cfg, args->env.obs_dim, head, loss, adam, args->seed);
+    p->cfg = cfg;
+    p->engine = engine;
+    p->learner = make_learner(cfg, args->env.obs_dim, head, loss, adam, args->seed, engine);
     p->resolved = emit_yaml(cfg.to_yaml());
     *out = p.release();
     return MAMBARL_OK;
@@ -179,22 +230,25 @@ mambarl_status create_policy(const char* type, const mambarl_policy_create_args*
   return MAMBARL_ERROR;
 }
 
-mambarl_status probe(const char* device, char* why, size_t why_len) {
+mambarl_status probe(const PolicyType& type, const char* device, char* why, size_t why_len) {
   try {
-    check_device(device);
-    write_text(why, why_len, "");
-    return MAMBARL_OK;
+    std::string reason;
+    const mambarl_status st = device_support(type, device ? device : "", reason);
+    write_text(why, why_len, reason);
+    return st;
   } catch (const std::exception& e) {
     write_text(why, why_len, e.what());
-    return MAMBARL_ERROR;
+  } catch (...) {
+    write_text(why, why_len, "probe: unknown exception");
   }
+  return MAMBARL_ERROR;
 }
 
 // ---- learner ----------------------------------------------------------------------
 
-int64_t num_params(const mambarl_policy& p) { return static_cast<int64_t>(p.learner->params().size()); }
-int64_t state_size(const mambarl_policy& p) { return static_cast<int64_t>(p.learner->model().state_size()); }
-int64_t act_width(const mambarl_policy& p) { return p.learner->model().spec().head.act_width(); }
+int64_t num_params(const mambarl_policy& p) { return static_cast<int64_t>(p.learner->num_params()); }
+int64_t state_size(const mambarl_policy& p) { return static_cast<int64_t>(p.learner->shared_model()->state_size()); }
+int64_t act_width(const mambarl_policy& p) { return p.learner->shared_model()->spec().head.act_width(); }
 
 void destroy(mambarl_policy* p) { delete p; }
 
@@ -251,18 +305,18 @@ mambarl_status train_step(mambarl_policy* p, const mambarl_chunk* c, double lr, 
 mambarl_status get_weights(mambarl_policy* p, mambarl_tensor w) {
   return guarded(p, [&](mambarl_policy& s) {
     check_view("get_weights: weights", w, kF32, kCpu, {num_params(s)});
-    std::memcpy(w.data, s.learner->params().data(), s.learner->params().size() * sizeof(float));
+    s.learner->get_weights(static_cast<float*>(w.data));
   });
 }
 
 mambarl_status set_weights(mambarl_policy* p, mambarl_tensor w) {
   return guarded(p, [&](mambarl_policy& s) {
     check_view("set_weights: weights", w, kF32, kCpu, {num_params(s)});
-    std::memcpy(s.learner->params().data(), w.data, s.learner->params().size() * sizeof(float));
+    s.learner->set_weights(static_cast<const float*>(w.data));
   });
 }
 
-// Keys CpuLearner::save writes itself; a caller's value would be overwritten.
+// Keys the learner's save writes itself; a caller's value would be overwritten.
 const std::set<std::string>& reserved_metadata() {
   static const std::set<std::string> keys = {"format", "policy_config", "optimizer_step"};
   return keys;
@@ -320,7 +374,7 @@ using ExtraCallback = void (*)(void*, const char*, const mambarl_tensor*, const 
 mambarl_status load(mambarl_policy* p, const char* path, ExtraCallback on_extra, void* ctx) {
   return guarded(p, [&](mambarl_policy& s) {
     MAMBARL_CHECK(path != nullptr, "load: null path");
-    // The extra tensors are checked before CpuLearner::load commits anything,
+    // The extra tensors are checked before the learner's load commits anything,
     // so a checkpoint we cannot hand back whole leaves the policy unchanged.
     // That costs a second read of the file, once per resume.
     const SafetensorsFile pre = read_safetensors(path);
@@ -350,9 +404,8 @@ mambarl_status actor_create(mambarl_policy* p, int32_t num_envs, uint64_t seed, 
     *out = nullptr;
     MAMBARL_CHECK(num_envs >= 1, "actor_create: num_envs must be >= 1, got " << num_envs);
     auto a = std::make_unique<mambarl_actor>();
-    a->actor = std::make_unique<CpuActor>(s.learner->shared_model(), num_envs, seed);
-    // The actor starts with the learner's current weights (version 0).
-    a->actor->set_weights(s.learner->params().data(), s.learner->params().size(), 0);
+    // Starts with the learner's current weights (version 0).
+    a->actor = make_actor(*s.learner, s.cfg, s.engine, num_envs, seed);
     a->B = num_envs;
     a->obs_dim = s.env.obs_dim;
     a->act_width = act_width(s);
@@ -399,18 +452,14 @@ mambarl_status actor_peek_values(mambarl_actor* a, mambarl_tensor obs, mambarl_t
 mambarl_status actor_get_state(mambarl_actor* a, mambarl_tensor state) {
   return guarded(a, [&](mambarl_actor& s) {
     check_view("actor_get_state: state", state, kF32, kCpu, {s.B, s.state_size});
-    // A memory-less policy (mlp) has no state: nothing to copy, and memcpy
-    // must not see its null pointers.
-    if (!s.actor->state().empty())
-      std::memcpy(state.data, s.actor->state().data(), s.actor->state().size() * sizeof(float));
+    s.actor->get_state(static_cast<float*>(state.data));
   });
 }
 
 mambarl_status actor_set_state(mambarl_actor* a, mambarl_tensor state) {
   return guarded(a, [&](mambarl_actor& s) {
     check_view("actor_set_state: state", state, kF32, kCpu, {s.B, s.state_size});
-    if (!s.actor->state().empty())
-      std::memcpy(s.actor->state().data(), state.data, s.actor->state().size() * sizeof(float));
+    s.actor->set_state(static_cast<const float*>(state.data));
   });
 }
 
@@ -426,20 +475,18 @@ mambarl_status actor_set_weights(mambarl_actor* a, mambarl_tensor w, int64_t ver
 mambarl_status actor_get_rng(mambarl_actor* a, mambarl_tensor bytes) {
   return guarded(a, [&](mambarl_actor& s) {
     check_view("actor_get_rng: bytes", bytes, kU8, kCpu, {rng_bytes(s)});
-    std::memcpy(bytes.data, s.actor->rngs().data(), static_cast<size_t>(rng_bytes(s)));
+    s.actor->get_rngs(static_cast<Rng*>(bytes.data));
   });
 }
 
 mambarl_status actor_set_rng(mambarl_actor* a, mambarl_tensor bytes) {
   return guarded(a, [&](mambarl_actor& s) {
     check_view("actor_set_rng: bytes", bytes, kU8, kCpu, {rng_bytes(s)});
-    std::memcpy(s.actor->rngs().data(), bytes.data, static_cast<size_t>(rng_bytes(s)));
+    s.actor->set_rngs(static_cast<const Rng*>(bytes.data));
   });
 }
 
 int64_t actor_rng_size(const mambarl_actor* a) { return a ? rng_bytes(*a) : 0; }
-
-static_assert(std::is_trivially_copyable_v<Rng>, "actor RNG bytes are copied with memcpy");
 
 // ---- registration -------------------------------------------------------------------
 
@@ -473,29 +520,21 @@ const mambarl_policy_vtable& vtable() {
   return v;
 }
 
-struct PolicyType {
-  const char* name;
-  const char* description;
-};
-constexpr PolicyType kTypes[] = {
-    {"mamba1", "Mamba-1 selective state-space mixer (CPU, Eigen)"},
-    {"mamba3", "Mamba-3 SISO mixer (CPU, Eigen)"},
-    {"gru", "GRU baseline mixer (CPU, Eigen)"},
-    {"mlp", "MLP baseline mixer, no memory (CPU, Eigen)"},
-};
-constexpr size_t kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
-
-// create() is told nothing about its factory, so each type gets its own.
+// create() and probe() are told nothing about their factory, so each type gets its own.
 template <size_t I>
 mambarl_status create_type(const mambarl_policy_create_args* args, mambarl_policy** out, char* error,
                            size_t error_len) {
-  return create_policy(kTypes[I].name, args, out, error, error_len);
+  return create_policy(kTypes[I], args, out, error, error_len);
+}
+template <size_t I>
+mambarl_status probe_type(const char* device, char* why, size_t why_len) {
+  return probe(kTypes[I], device, why, why_len);
 }
 
 template <size_t... I>
 std::vector<mambarl_policy_factory> make_factories(std::index_sequence<I...>) {
   return {mambarl_policy_factory{MAMBARL_PLUGIN_ABI_VERSION, kTypes[I].name, kTypes[I].description, &vtable(),
-                                 create_type<I>, probe}...};
+                                 create_type<I>, probe_type<I>}...};
 }
 
 const std::vector<mambarl_policy_factory>& factories() {

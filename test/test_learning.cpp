@@ -4,71 +4,14 @@
 #define BOOST_TEST_MODULE learning
 #include <boost/test/unit_test.hpp>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
-#include "policy/safetensors.hpp"
-#include "tools/trainer.hpp"
+#include "test/train_util.hpp"
 
 using namespace mambarl;
+using namespace mambarl::test;
 namespace fs = std::filesystem;
-
-namespace {
-
-std::string config_path(const std::string& name) {
-  const char* src = std::getenv("MAMBARL_SOURCE_DIR");
-  BOOST_REQUIRE_MESSAGE(src, "MAMBARL_SOURCE_DIR is not set (run through ctest)");
-  return (fs::path(src) / "configs" / (name + ".yaml")).string();
-}
-
-fs::path out_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("mambarl_learning_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  return d;
-}
-
-TrainSummary train(const std::string& config, const fs::path& dir, std::vector<std::string> overrides = {},
-                   bool resume = false) {
-  overrides.push_back("runtime.out_dir=" + dir.string());
-  overrides.push_back(std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN);
-  std::ostringstream log;
-  TrainOptions opts;
-  opts.resume = resume;
-  return run_training(load_experiment(config_path(config), overrides), opts, log);
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// The metrics file without its timing columns (wall_s, steps_per_s), which
-// legitimately differ between two runs of the same computation.
-std::string metrics_without_timing(const fs::path& p) {
-  std::istringstream in(read_file(p));
-  std::string line, out;
-  while (std::getline(in, line)) {
-    std::istringstream cells(line);
-    std::string cell;
-    for (int col = 0; std::getline(cells, cell, ','); ++col)
-      if (col != 2 && col != 3) out += cell + ",";
-    out += "\n";
-  }
-  return out;
-}
-
-// Weights and optimizer moments of a checkpoint, byte for byte.
-std::string learner_bytes(const fs::path& ckpt) {
-  const SafetensorsFile f = read_safetensors(ckpt.string());
-  std::string out;
-  for (const auto& t : f.tensors)
-    if (t.name.rfind("runner.", 0) != 0) out += t.name + std::string(t.bytes.begin(), t.bytes.end());
-  return out;
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(cartpole_mamba1_solves_cartpole) {
   const auto dir = out_dir("cartpole_mamba1");

@@ -19,6 +19,7 @@
 #include "kernels/rng.hpp"
 #include "plugin/plugin_host.hpp"
 #include "plugin/tensor_view.hpp"
+#include "test/hide_gpus.hpp"
 
 namespace fs = std::filesystem;
 using namespace mambarl;
@@ -85,7 +86,7 @@ std::string config_for(const std::string& type, const std::string& extra = "") {
 
 // Holds what create args point to.
 struct Args {
-  std::string text, file = "test_experiment.yaml", device = "cpu";
+  std::string text, file = "test_experiment.yaml", device = "cpu", dtype = "float32";
   std::vector<std::string> overrides;
   std::vector<const char*> ptrs;
   mambarl_policy_create_args a{};
@@ -101,6 +102,7 @@ struct Args {
     a.learner = mambarl_learner_config{0.2, 0.5, 0.01, 1, 0.9, 0.999, 1e-8, 0.0, 0.5};
     a.seed = seed;
     a.device = device.c_str();
+    a.dtype = dtype.c_str();
     return a;
   }
 };
@@ -220,6 +222,22 @@ BOOST_AUTO_TEST_CASE(factory_with_wrong_abi_version) {
   BOOST_TEST(r.policy_names().empty());
 }
 
+// Plugins built before the bump to ABI 3 (create args gained dtype) are
+// refused by name, whether the entry point or a factory says so.
+BOOST_AUTO_TEST_CASE(plugins_of_the_previous_abi_are_refused) {
+  BOOST_TEST(MAMBARL_PLUGIN_ABI_VERSION == 3u);
+  PluginRegistry r;
+  const std::string built = fake("fake_plugin_abi2");
+  std::string msg = error_of([&] { r.load(built); });
+  CHECK_HAS(msg, built);
+  CHECK_HAS(msg, "built for another ABI version (it refused host ABI version 3)");
+  const std::string factory = fake("fake_plugin_factory_abi2");
+  msg = error_of([&] { r.load(factory); });
+  CHECK_HAS(msg, factory);
+  CHECK_HAS(msg, "registered a factory with abi_version 2 (expected 3)");
+  BOOST_TEST(r.policy_names().empty());
+}
+
 BOOST_AUTO_TEST_CASE(duplicate_policy_names_both_files) {
   PluginRegistry r;
   r.load(kPlugin);
@@ -310,24 +328,74 @@ BOOST_AUTO_TEST_CASE(overrides_reach_the_plugin) {
   BOOST_TEST(std::string(p->info().type) == "mamba1");
 }
 
+// This suite hides every GPU (test/hide_gpus.hpp): probe("cuda") refuses a
+// GPU policy type with MAMBARL_ERROR (this machine cannot, a host may fall
+// back), and a type without a CUDA engine with MAMBARL_UNSUPPORTED (a config
+// error on any machine). create() refuses both on its own too, for a host
+// that skips probe().
 BOOST_AUTO_TEST_CASE(cuda_device_is_refused_clearly) {
+  // What a machine without a usable GPU is told: the build's own reason.
+  const std::string no_gpu = MAMBARL_TEST_PLUGIN_HAS_CUDA ? "no usable CUDA device (cudaGetDeviceCount: "
+                                                          : "this build of mambarl_policies has no CUDA engine";
+  char why[512];
+  for (const char* type : {"mamba1", "mamba3"}) {
+    BOOST_TEST_CONTEXT(type) {
+      const auto& f = real_registry().factory(type);
+      BOOST_TEST(f.probe("cuda", why, sizeof why) == MAMBARL_ERROR);
+      CHECK_HAS(why, no_gpu);
+      BOOST_TEST(f.probe("cpu", why, sizeof why) == MAMBARL_OK);
+      BOOST_TEST(std::string(why).empty());
+      Args args;
+      args.text = config_for(type);
+      args.device = "cuda";
+      mambarl_policy* p = nullptr;
+      char err[512];
+      BOOST_TEST(f.create(&args.get(), &p, err, sizeof err) == MAMBARL_ERROR);
+      BOOST_TEST(p == nullptr);
+      CHECK_HAS(err, "runtime.device: cuda: " + no_gpu);
+      const std::string msg = error_of([&] { PolicyHandle::create(f, args.get()); });
+      CHECK_HAS(msg, "policy '" + std::string(type) + "' cannot run on device 'cuda'");
+      CHECK_HAS(msg, no_gpu);
+    }
+  }
+  for (const char* type : {"gru", "mlp"}) {
+    BOOST_TEST_CONTEXT(type) {
+      const auto& f = real_registry().factory(type);
+      BOOST_TEST(f.probe("cuda", why, sizeof why) == MAMBARL_UNSUPPORTED);
+      const std::string no_engine = "policy type '" + std::string(type) + "' has no CUDA engine";
+      BOOST_TEST(std::string(why) == no_engine + " (mamba1, mamba3 have one)");
+      Args args;
+      args.text = config_for(type);
+      args.device = "cuda";
+      mambarl_policy* p = nullptr;
+      char err[512];
+      BOOST_TEST(f.create(&args.get(), &p, err, sizeof err) == MAMBARL_ERROR);
+      BOOST_TEST(p == nullptr);
+      CHECK_HAS(err, "runtime.device: cuda: " + no_engine);
+      CHECK_HAS(error_of([&] { PolicyHandle::create(f, args.get()); }), "cannot run on device 'cuda': " + no_engine);
+    }
+  }
+  BOOST_TEST(real_registry().factory("mamba1").probe("tpu", why, sizeof why) == MAMBARL_UNSUPPORTED);
+  CHECK_HAS(why, "unknown device 'tpu' (known: cpu, cuda)");
+}
+
+// runtime.dtype reaches the plugin: float32 anywhere, bfloat16 only for the
+// GPU actor; anything else is named.
+BOOST_AUTO_TEST_CASE(dtype_is_checked_by_create) {
+  const auto& f = real_registry().factory("mamba1");
   Args args;
   args.text = config_for("mamba1");
-  args.device = "cuda";
-  const auto& f = real_registry().factory("mamba1");
-  char why[256];
-  BOOST_TEST(f.probe("cuda", why, sizeof why) == MAMBARL_ERROR);
-  CHECK_HAS(why, "this build of mambarl_policies has no CUDA engine");
-  BOOST_TEST(f.probe("cpu", why, sizeof why) == MAMBARL_OK);
-  // create() refuses on its own too, for a host that skips probe().
-  mambarl_policy* p = nullptr;
-  char err[512];
-  BOOST_TEST(f.create(&args.get(), &p, err, sizeof err) == MAMBARL_ERROR);
-  BOOST_TEST(p == nullptr);
-  CHECK_HAS(err, "no CUDA engine");
-  const std::string msg = error_of([&] { PolicyHandle::create(f, args.get()); });
-  CHECK_HAS(msg, "cannot run on device 'cuda'");
-  CHECK_HAS(msg, "no CUDA engine");
+  args.dtype = "bfloat16";
+  CHECK_HAS(error_of([&] { PolicyHandle::create(f, args.get()); }),
+            "runtime.dtype: bfloat16 weights need runtime.device: cuda (the CPU engines compute in float32)");
+  args.dtype = "float16";
+  CHECK_HAS(error_of([&] { PolicyHandle::create(f, args.get()); }),
+            "runtime.dtype: unknown dtype 'float16' (known: float32, bfloat16)");
+  mambarl_policy_create_args null_dtype = args.get();
+  null_dtype.dtype = nullptr;
+  CHECK_HAS(error_of([&] { PolicyHandle::create(f, null_dtype); }), "runtime.dtype: unknown dtype ''");
+  args.dtype = "float32";
+  BOOST_TEST(PolicyHandle::create(f, args.get())->info().num_params > 0);
 }
 
 BOOST_AUTO_TEST_CASE(error_buffer_is_truncated_not_overrun) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -15,6 +16,8 @@
 #include "tools/gae.hpp"
 #include "tools/metrics_log.hpp"
 #include "tools/policy_session.hpp"
+#include "tools/trainer.hpp"
+#include "test/hide_gpus.hpp"
 
 using namespace mambarl;
 namespace fs = std::filesystem;
@@ -98,7 +101,15 @@ BOOST_AUTO_TEST_CASE(broken_configs_give_clear_errors) {
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nalgo: {on_nonfinite: ignore}\n", "algo.on_nonfinite"},
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nalgo: {clip: 0.2}\n", "algo.clip: unknown key"},
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nalgo: [1, 2]\n", "algo: expected a map"},
-      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {device: tpu}\n", "runtime.device: 'tpu' is not one of cpu|cuda"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {device: tpu}\n", "runtime.device: 'tpu' is not one of cpu|cuda|auto"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {dtype: float16}\n", "runtime.dtype: 'float16' is not one of float32|bfloat16"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {dtype: bfloat16}\n",
+       "3:18: runtime.dtype: bfloat16 weights need the GPU actor, but this run is on the CPU (runtime.device: cpu)"},
+      // This suite hides every GPU (test/hide_gpus.hpp): cuda falls back, and bf16 cannot follow it.
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {device: cuda, dtype: bfloat16}\n",
+       "runtime.dtype: bfloat16 weights need the GPU actor, but this run is on the CPU ("},
+      {"env: {type: cartpole}\npolicy: {type: gru}\nruntime: {device: cuda}\n",
+       "3:19: runtime.device: cuda: policy type 'gru' has no CUDA engine (mamba1, mamba3 have one)"},
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {sync: maybe}\n", "runtime.sync: cannot read 'maybe' as a boolean"},
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {seed: -3}\n", "runtime.seed"},
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {num_actors: 0}\n", "runtime.num_actors: value 0 is out of range"},
@@ -277,5 +288,42 @@ BOOST_AUTO_TEST_CASE(plugins_add_env_types) {
     const std::string w = e.what();
     return w.find("env_plugin_clash") != std::string::npos && w.find("'cartpole' is already registered") != std::string::npos;
   });
+  fs::remove_all(dir);
+}
+
+// runtime.device: cuda on a machine without a usable GPU (this suite hides
+// every GPU: test/hide_gpus.hpp) trains on the CPU after one line saying why,
+// and the resolved device is what config.yaml and the checkpoint record;
+// auto picks the CPU the same way. gru on cuda is an error (config table above).
+BOOST_AUTO_TEST_CASE(cuda_without_a_gpu_falls_back_to_the_cpu_and_trains) {
+  const fs::path dir = temp_dir("fallback");
+  const std::string path = (dir / "tiny.yaml").string();
+  std::ofstream(path) << "env: {type: cartpole, num_envs: 4}\n"
+                         "policy: {type: mamba1, d_model: 8, n_layers: 1, d_state: 4}\n"
+                         "algo: {total_env_steps: 64, chunk_len: 8, epochs: 1, minibatches: 2}\n";
+  for (const std::string device : {"cuda", "auto"}) {
+    BOOST_TEST_CONTEXT("runtime.device: " << device) {
+      const fs::path out = dir / device;
+      const Experiment exp = load_experiment(path, {std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN,
+                                                    "runtime.out_dir=" + out.string(), "runtime.device=" + device});
+      std::ostringstream log;
+      const TrainSummary s = run_training(exp, TrainOptions{}, log);
+      const std::string text = log.str();
+      BOOST_TEST_MESSAGE(text);
+      const std::string why = device == "cuda" ? "runtime.device: cuda, but " : "runtime.device: auto chose the CPU: ";
+      const std::string no_gpu = MAMBARL_TEST_PLUGIN_HAS_CUDA ? "no usable CUDA device (cudaGetDeviceCount: "
+                                                              : "this build of mambarl_policies has no CUDA engine";
+      const size_t at = text.find(why + no_gpu);
+      BOOST_TEST(at != std::string::npos);
+      BOOST_TEST(text.find(why, at + 1) == std::string::npos);  // said once
+      if (device == "cuda") BOOST_TEST(text.find(": falling back to the CPU\n") != std::string::npos);
+      BOOST_TEST(text.find(", device cpu, dtype float32,") != std::string::npos);
+      BOOST_TEST(s.env_steps >= 64);
+      BOOST_TEST(fs::exists(s.checkpoint));
+      const YAML::Node resolved = YAML::LoadFile((out / "config.yaml").string());
+      BOOST_TEST(resolved["runtime"]["device"].as<std::string>() == "cpu");
+      BOOST_TEST(resolved["runtime"]["dtype"].as<std::string>() == "float32");
+    }
+  }
   fs::remove_all(dir);
 }

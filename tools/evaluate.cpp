@@ -24,6 +24,7 @@ EvalResult run_evaluation(const EvalOptions& opts, std::ostream& out) {
   auto session = load_plugins(exp);
   auto env = make_vec_env(exp.section("env"));
   create_policy(*session, exp, env->spec());
+  if (!session->device_note.empty()) out << session->device_note << "\n";
   session->policy->load(opts.checkpoint);
   std::vector<float> weights;
   session->policy->get_weights(weights);

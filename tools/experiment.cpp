@@ -36,12 +36,13 @@ AlgoConfig parse_algo(const ConfigNode& n) {
 }
 
 RuntimeConfig parse_runtime(const ConfigNode& n) {
-  n.check_known({"seed", "device", "out_dir", "sync", "num_actors", "queue_size", "max_policy_lag",
+  n.check_known({"seed", "device", "dtype", "out_dir", "sync", "num_actors", "queue_size", "max_policy_lag",
                  "log_every", "checkpoint_every", "metrics_format", "plugin", "return_window",
                  "stop_after_updates", "extra_plugins", "actor_stall_s"});
   RuntimeConfig r;
   r.seed = n.get<uint64_t>("seed", r.seed);
-  r.device = n.get_choice("device", r.device, {"cpu", "cuda"});
+  r.device = n.get_choice("device", r.device, {"cpu", "cuda", "auto"});
+  r.dtype = n.get_choice("dtype", r.dtype, {"float32", "bfloat16"});
   r.out_dir = n.get<std::string>("out_dir", r.out_dir);
   if (r.out_dir.empty()) n.fail("out_dir", "must not be empty");
   r.sync = n.get("sync", r.sync);
@@ -101,7 +102,7 @@ Experiment parse_experiment(const std::string& text, const std::string& path,
   return e;
 }
 
-std::string Experiment::resolved_yaml(const std::string& policy_resolved) const {
+std::string Experiment::resolved_yaml(const std::string& policy_resolved, const std::string& device) const {
   YAML::Node out = YAML::Clone(root);
   out["policy"] = YAML::Load(policy_resolved);
   const AlgoConfig& a = algo;
@@ -129,7 +130,8 @@ std::string Experiment::resolved_yaml(const std::string& policy_resolved) const 
   const RuntimeConfig& r = runtime;
   YAML::Node rt;
   rt["seed"] = r.seed;
-  rt["device"] = r.device;
+  rt["device"] = device;
+  rt["dtype"] = r.dtype;
   rt["out_dir"] = r.out_dir;
   rt["sync"] = r.sync;
   rt["num_actors"] = r.num_actors;

@@ -35,7 +35,12 @@ struct AlgoConfig {
 
 struct RuntimeConfig {
   uint64_t seed = 1;
-  std::string device = "cpu";    // cpu | cuda
+  // cpu | cuda | auto. cuda: the actors run on the GPU (mamba1/mamba3), and a
+  // machine without a usable GPU falls back to the CPU with one line saying
+  // why; auto: cuda where the plugin's probe accepts it, else cpu. The
+  // learner runs on the CPU either way (for now).
+  std::string device = "cpu";
+  std::string dtype = "float32";  // float32 | bfloat16: the GPU actor's weights (f32 state and sums)
   std::string out_dir = "runs/default";
   bool sync = true;              // lag-0, bit-reproducible loop
   int num_actors = 1;            // actor threads in async mode
@@ -62,8 +67,9 @@ struct Experiment {
   RuntimeConfig runtime;
 
   ConfigNode section(const std::string& key) const { return ConfigNode(root, file).child(key); }
-  // The resolved document (overrides applied, runner defaults filled in).
-  std::string resolved_yaml(const std::string& policy_resolved) const;
+  // The resolved document (overrides applied, runner defaults filled in,
+  // runtime.device as resolved against the plugin: cpu or cuda).
+  std::string resolved_yaml(const std::string& policy_resolved, const std::string& device) const;
 };
 
 // Reads and validates `path`; a missing file, bad YAML or a bad key is a

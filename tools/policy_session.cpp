@@ -15,6 +15,36 @@ std::unique_ptr<PolicySession> load_plugins(const Experiment& exp) {
   return s;
 }
 
+namespace {
+
+// Sets s.device and s.device_note from runtime.device and the factory's probe.
+void resolve_device(PolicySession& s, const Experiment& exp, const mambarl_policy_factory& f) {
+  const RuntimeConfig& rt = exp.runtime;
+  const ConfigNode node = exp.section("runtime");
+  s.device = "cpu";
+  s.device_note.clear();
+  std::string why_cpu = "runtime.device: cpu";
+  if (rt.device != "cpu") {
+    char why[1024] = {0};
+    const mambarl_status st = f.probe("cuda", why, sizeof why);
+    why[sizeof why - 1] = '\0';  // whatever the plugin wrote, the string ends in our buffer
+    why_cpu = why[0] ? why : "the plugin gave no reason";
+    if (st == MAMBARL_OK) {
+      s.device = "cuda";
+    } else if (st == MAMBARL_UNSUPPORTED && rt.device == "cuda") {
+      node.fail("device", "cuda: " + why_cpu);
+    } else {
+      s.device_note = rt.device == "cuda" ? "runtime.device: cuda, but " + why_cpu + ": falling back to the CPU"
+                                          : "runtime.device: auto chose the CPU: " + why_cpu;
+    }
+  }
+  if (rt.dtype == "bfloat16" && s.device != "cuda")
+    node.fail("dtype", "bfloat16 weights need the GPU actor, but this run is on the CPU (" + why_cpu +
+                           "); the CPU engines compute in float32");
+}
+
+}  // namespace
+
 void create_policy(PolicySession& session, const Experiment& exp, const EnvSpec& env) {
   PolicySession* s = &session;
   const ConfigNode policy = exp.section("policy");
@@ -26,6 +56,7 @@ void create_policy(PolicySession& session, const Experiment& exp, const EnvSpec&
     policy.fail("type", "'" + type + "' is not a policy of " + s->plugin_path + " (registered: " + known + ")");
   }
   const mambarl_policy_factory& f = s->registry.factory(type);
+  resolve_device(*s, exp, f);
 
   std::vector<const char*> overrides;
   for (const auto& o : exp.overrides) overrides.push_back(o.c_str());
@@ -43,7 +74,8 @@ void create_policy(PolicySession& session, const Experiment& exp, const EnvSpec&
                                         a.adam_beta1, a.adam_beta2, a.adam_eps,
                                         a.weight_decay, a.max_grad_norm};
   args.seed = exp.runtime.seed;
-  args.device = exp.runtime.device.c_str();
+  args.device = s->device.c_str();
+  args.dtype = exp.runtime.dtype.c_str();
   s->policy = PolicyHandle::create(f, args);
   s->info = s->policy->info();
 }

@@ -18,6 +18,8 @@ struct PolicySession {
   std::string plugin_path;
   std::unique_ptr<PolicyHandle> policy;
   mambarl_policy_info info{};
+  std::string device;  // runtime.device resolved: "cpu" or "cuda"
+  std::string device_note;  // one line when the resolved device is not the one asked for ("" otherwise)
 };
 
 // Loads runtime.plugin (default: the bundled libmambarl_policies.so) and
@@ -26,6 +28,10 @@ std::unique_ptr<PolicySession> load_plugins(const Experiment& exp);
 
 // Creates the experiment's policy for `env` from the loaded plugins; the
 // plugin parses `policy:` from the experiment text plus its overrides.
+// Resolves runtime.device with the policy's probe() first: cuda that this
+// machine or build cannot run (probe: MAMBARL_ERROR) falls back to cpu and
+// sets device_note; cuda that the policy type never runs (MAMBARL_UNSUPPORTED)
+// is a config error, as is runtime.dtype bfloat16 on the CPU.
 void create_policy(PolicySession& session, const Experiment& exp, const EnvSpec& env);
 
 // Builds the env and the policy of an experiment and throws on the first

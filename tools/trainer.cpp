@@ -100,6 +100,9 @@ class Run {
             std::chrono::duration<double>(Clock::now() - t0_).count() >= opts_.stop_after_s) ||
            (rt_.stop_after_updates > 0 && s_.update >= rt_.stop_after_updates);
   }
+  std::string resolved_yaml() const {
+    return exp_.resolved_yaml(session_->policy->resolved_config(), session_->device);
+  }
   double lr_now() const {
     if (al_.lr_schedule == "constant") return al_.lr;
     const double frac = 1.0 - static_cast<double>(s_.env_steps) / static_cast<double>(al_.total_env_steps);
@@ -153,8 +156,7 @@ void Run::build() {
   learner_ = std::make_unique<LearnerLoop>(*session_->policy, al_, derive_seed(rt_.seed, 7), K_, Bk_);
   ckpt_path_ = (fs::path(rt_.out_dir) / "checkpoint.safetensors").string();
   curve_path_ = (fs::path(rt_.out_dir) / "curve.svg").string();
-  write_file_atomically((fs::path(rt_.out_dir) / "config.yaml").string(),
-                        exp_.resolved_yaml(session_->policy->resolved_config()) + "\n");
+  write_file_atomically((fs::path(rt_.out_dir) / "config.yaml").string(), resolved_yaml() + "\n");
 }
 
 void Run::publish_weights() {
@@ -165,7 +167,7 @@ void Run::publish_weights() {
 
 void Run::save_checkpoint() {
   std::map<std::string, std::string> meta{
-      {"experiment", exp_.resolved_yaml(session_->policy->resolved_config())},
+      {"experiment", resolved_yaml()},
       {"runner.update", std::to_string(s_.update)},
       {"runner.env_steps", std::to_string(s_.env_steps)},
       {"runner.episodes", std::to_string(s_.episodes)},
@@ -438,10 +440,11 @@ TrainSummary Run::go() {
       (fs::path(rt_.out_dir) / (rt_.metrics_format == "csv" ? "metrics.csv" : "metrics.jsonl")).string(),
       rt_.metrics_format, opts_.resume ? s_.update : -1);
   publish_weights();
+  if (!session_->device_note.empty()) log_ << session_->device_note << std::endl;
   log_ << "training " << exp_.section("policy").get<std::string>("type", "mamba1") << " on "
        << spec_.id << ": " << num_envs_ << " envs, " << session_->info.num_params << " params, "
-       << (rt_.sync ? "sync" : std::to_string(K_) + " actor threads") << ", device " << rt_.device
-       << ", plugin " << session_->plugin_path << std::endl;
+       << (rt_.sync ? "sync" : std::to_string(K_) + " actor threads") << ", device " << session_->device
+       << ", dtype " << rt_.dtype << ", plugin " << session_->plugin_path << std::endl;
   if (rt_.sync) run_sync();
   else run_async();
   save_checkpoint();

@@ -1,0 +1,88 @@
+// The CPU engines behind the plugin's roles (CpuActor, CpuLearner), and the
+// choice of engine per device.
+#include <cstring>
+#include <type_traits>
+
+#include "plugin/engine_roles.hpp"
+#include "policy/cpu_actor.hpp"
+
+namespace mambarl {
+
+namespace {
+
+class CpuActorRole final : public ActorRole {
+ public:
+  CpuActorRole(std::shared_ptr<const ActorCritic<float>> model, int num_envs, uint64_t seed)
+      : a_(std::move(model), num_envs, seed) {}
+
+  void set_weights(const float* w, size_t n, long long version) override { a_.set_weights(w, n, version); }
+  void reset(const uint8_t* mask) override { a_.reset(mask); }
+  void act(const float* obs, const uint8_t* starts, float* actions, float* logp, float* values) override {
+    a_.act(obs, starts, actions, logp, values);
+  }
+  void peek_values(const float* obs, float* values) override { a_.peek_values(obs, values); }
+  // A memory-less policy (mlp) has no state: memcpy must not see its null pointers.
+  void get_state(float* state) override {
+    if (!a_.state().empty()) std::memcpy(state, a_.state().data(), a_.state().size() * sizeof(float));
+  }
+  void set_state(const float* state) override {
+    if (!a_.state().empty()) std::memcpy(a_.state().data(), state, a_.state().size() * sizeof(float));
+  }
+  void get_rngs(Rng* rngs) override { std::memcpy(rngs, a_.rngs().data(), a_.rngs().size() * sizeof(Rng)); }
+  void set_rngs(const Rng* rngs) override {
+    std::memcpy(a_.rngs().data(), rngs, a_.rngs().size() * sizeof(Rng));
+  }
+
+ private:
+  CpuActor a_;
+};
+static_assert(std::is_trivially_copyable_v<Rng>, "actor Rngs are copied with memcpy");
+
+class CpuLearnerRole final : public LearnerRole {
+ public:
+  CpuLearnerRole(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
+                 const AdamWConfig& adam, uint64_t seed)
+      : l_(cfg, obs_dim, head, loss, adam, seed) {}
+
+  std::shared_ptr<const ActorCritic<float>> shared_model() const override { return l_.shared_model(); }
+  TrainResult train_step(const ChunkView& chunk, double lr) override { return l_.train_step(chunk, lr); }
+  size_t num_params() const override { return l_.params().size(); }
+  void get_weights(float* w) const override {
+    std::memcpy(w, l_.params().data(), num_params() * sizeof(float));
+  }
+  void set_weights(const float* w) override {
+    std::memcpy(l_.params().data(), w, num_params() * sizeof(float));
+  }
+  void save(const std::string& path, const std::map<std::string, std::string>& metadata,
+            const std::vector<TensorRecord>& extra) const override {
+    l_.save(path, metadata, extra);
+  }
+  SafetensorsFile load(const std::string& path) override { return l_.load(path); }
+
+ private:
+  CpuLearner l_;
+};
+
+}  // namespace
+
+std::unique_ptr<LearnerRole> make_learner(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head,
+                                          const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed,
+                                          const EngineChoice& /*engine*/) {
+  // The learner stays on the CPU on either device (the GPU learner is not part of this
+  // plugin yet); with device cuda only the actors move.
+  return std::make_unique<CpuLearnerRole>(cfg, obs_dim, head, loss, adam, seed);
+}
+
+std::unique_ptr<ActorRole> make_actor(const LearnerRole& learner, const PolicyConfig& cfg,
+                                      const EngineChoice& engine, int num_envs, uint64_t seed) {
+  std::unique_ptr<ActorRole> a =
+      engine.device == Device::cuda
+          ? make_gpu_actor(learner.shared_model(), cfg, num_envs, seed, engine.bf16_weights)
+          : std::make_unique<CpuActorRole>(learner.shared_model(), num_envs, seed);
+  std::vector<float> w(learner.num_params());
+  learner.get_weights(w.data());
+  a->set_weights(w.data(), w.size(), 0);
+  return a;
+}
+
+}  // namespace mambarl

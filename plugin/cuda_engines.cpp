@@ -1,0 +1,83 @@
+// The CUDA engines behind the plugin's roles (CUDA builds only): the GPU
+// actor, and the check that a GPU is usable at all.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "plugin/engine_roles.hpp"
+#include "policy/gpu_actor.hpp"
+
+namespace mambarl {
+
+namespace {
+
+class GpuActorRole final : public ActorRole {
+ public:
+  GpuActorRole(std::shared_ptr<const ActorCritic<float>> model, const PolicyConfig& cfg, int num_envs,
+               uint64_t seed, bool bf16_weights)
+      : a_(std::move(model), cfg, num_envs, seed, bf16_weights) {}
+
+  void set_weights(const float* w, size_t n, long long version) override { a_.set_weights(w, n, version); }
+  void reset(const uint8_t* mask) override { a_.reset(mask); }
+  void act(const float* obs, const uint8_t* starts, float* actions, float* logp, float* values) override {
+    a_.act(obs, starts, actions, logp, values);
+  }
+  void peek_values(const float* obs, float* values) override { a_.peek_values(obs, values); }
+  void get_state(float* state) override {
+    const std::vector<float> s = a_.state();  // (B, state_size)
+    std::copy(s.begin(), s.end(), state);
+  }
+  void set_state(const float* state) override {
+    a_.set_state(state, static_cast<size_t>(a_.num_envs()) * a_.state_size());
+  }
+  void get_rngs(Rng* rngs) override {
+    const std::vector<Rng> r = a_.rngs();  // (B)
+    std::copy(r.begin(), r.end(), rngs);
+  }
+  void set_rngs(const Rng* rngs) override { a_.set_rngs(rngs, static_cast<size_t>(a_.num_envs())); }
+
+ private:
+  GpuActor a_;
+};
+
+}  // namespace
+
+std::string cuda_unavailable_reason() {
+  int n = 0;
+  // Without a driver (CI: toolkit, no GPU) this returns an error code; it
+  // never aborts. The error also becomes the thread's last error: clear it,
+  // so that a later launch check does not report it as its own.
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::string("no usable CUDA device (cudaGetDeviceCount: ") + cudaGetErrorName(e) + ": " +
+           cudaGetErrorString(e) + ")";
+  }
+  if (n < 1) return "no usable CUDA device (cudaGetDeviceCount found none)";
+  // The engines run on the current device; one older than every architecture
+  // the kernels were built for has no kernel image to run.
+  constexpr int kMinArch = MAMBARL_MIN_CUDA_ARCH;
+  int dev = 0;
+  cudaDeviceProp prop{};
+  cudaError_t p = cudaGetDevice(&dev);
+  if (p == cudaSuccess) p = cudaGetDeviceProperties(&prop, dev);
+  if (p != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::string("no usable CUDA device (cudaGetDeviceProperties: ") + cudaGetErrorName(p) + ")";
+  }
+  const int arch = prop.major * 10 + prop.minor;
+  if (kMinArch > 0 && arch < kMinArch)
+    return "CUDA device " + std::to_string(dev) + " (" + prop.name + ") is sm_" + std::to_string(arch) +
+           ", older than every architecture this build's kernels are compiled for (sm_" +
+           std::to_string(kMinArch) + " and newer; see CMAKE_CUDA_ARCHITECTURES)";
+  return "";
+}
+
+std::unique_ptr<ActorRole> make_gpu_actor(std::shared_ptr<const ActorCritic<float>> model,
+                                          const PolicyConfig& cfg, int num_envs, uint64_t seed,
+                                          bool bf16_weights) {
+  return std::make_unique<GpuActorRole>(std::move(model), cfg, num_envs, seed, bf16_weights);
+}
+
+}  // namespace mambarl

@@ -1,0 +1,86 @@
+// The two roles of a policy (DESIGN.md "The plugin boundary") as the Mamba
+// plugin's ABI functions see them, whichever device runs them: a LearnerRole
+// (parameters, optimizer, checkpoints) and ActorRoles (one recurrent state
+// slot per env). policy_plugin.cpp talks only to these, so an engine on
+// another device is one more implementation, not a rewrite of the ABI glue:
+// today the actor runs on the CPU (CpuActor) or the GPU (GpuActor) and the
+// learner on the CPU (CpuLearner); a GPU learner is another LearnerRole.
+//
+// Weights cross between the roles as host float32 buffers in the model's
+// flat layout (policy/param_layout.hpp), whatever the engines keep inside.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/rng.hpp"
+#include "policy/actor_critic.hpp"
+#include "policy/cpu_learner.hpp"
+#include "policy/policy_config.hpp"
+#include "policy/safetensors.hpp"
+
+namespace mambarl {
+
+enum class Device { cpu, cuda };
+
+// Where the engines run and in what precision (runtime.device / runtime.dtype,
+// resolved by the host).
+struct EngineChoice {
+  Device device = Device::cpu;
+  bool bf16_weights = false;  // the GPU actor's matrices in bf16; f32 state and accumulation
+};
+
+class ActorRole {
+ public:
+  virtual ~ActorRole() = default;
+  virtual void set_weights(const float* w, size_t n, long long version) = 0;  // (num_params) host
+  virtual void reset(const uint8_t* mask) = 0;                                // (B)
+  // obs (B, obs_dim), episode_start (B) -> actions (B, act_width), logp (B), values (B); host memory.
+  virtual void act(const float* obs, const uint8_t* episode_start, float* actions, float* logp,
+                   float* values) = 0;
+  virtual void peek_values(const float* obs, float* values) = 0;  // state and Rngs unchanged
+  virtual void get_state(float* state) = 0;                       // (B, state_size) host
+  virtual void set_state(const float* state) = 0;
+  virtual void get_rngs(Rng* rngs) = 0;  // (B) host
+  virtual void set_rngs(const Rng* rngs) = 0;
+};
+
+class LearnerRole {
+ public:
+  virtual ~LearnerRole() = default;
+  // The model's structure (layout, mixers, sizes): immutable, shared with the actors.
+  virtual std::shared_ptr<const ActorCritic<float>> shared_model() const = 0;
+  virtual TrainResult train_step(const ChunkView& chunk, double lr) = 0;
+  virtual size_t num_params() const = 0;
+  virtual void get_weights(float* w) const = 0;  // (num_params) host
+  virtual void set_weights(const float* w) = 0;
+  virtual void save(const std::string& path, const std::map<std::string, std::string>& metadata,
+                    const std::vector<TensorRecord>& extra) const = 0;
+  // On failure the learner is unchanged; returns the file for its metadata and extras.
+  virtual SafetensorsFile load(const std::string& path) = 0;
+};
+
+std::unique_ptr<LearnerRole> make_learner(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head,
+                                          const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed,
+                                          const EngineChoice& engine);
+
+// An actor of `learner`'s model on engine.device, starting from the learner's
+// current weights (version 0).
+std::unique_ptr<ActorRole> make_actor(const LearnerRole& learner, const PolicyConfig& cfg,
+                                      const EngineChoice& engine, int num_envs, uint64_t seed);
+
+// ---- the CUDA side: plugin/cuda_engines.cpp in CUDA builds, plugin/no_cuda_engines.cpp otherwise.
+
+// Why this build cannot run an engine on a GPU of this machine ("" when it
+// can). Never throws or crashes, also with the toolkit but no driver.
+std::string cuda_unavailable_reason();
+
+std::unique_ptr<ActorRole> make_gpu_actor(std::shared_ptr<const ActorCritic<float>> model,
+                                          const PolicyConfig& cfg, int num_envs, uint64_t seed,
+                                          bool bf16_weights);
+
+}  // namespace mambarl

@@ -1,0 +1,18 @@
+// The CUDA side of the plugin's roles in a build without CUDA: every GPU
+// request is refused with the same reason.
+#include "plugin/engine_roles.hpp"
+
+namespace mambarl {
+
+namespace {
+constexpr const char* kNoCuda = "this build of mambarl_policies has no CUDA engine (built without CUDA)";
+}  // namespace
+
+std::string cuda_unavailable_reason() { return kNoCuda; }
+
+std::unique_ptr<ActorRole> make_gpu_actor(std::shared_ptr<const ActorCritic<float>>, const PolicyConfig&, int,
+                                          uint64_t, bool) {
+  MAMBARL_FAIL(kNoCuda);
+}
+
+}  // namespace mambarl
