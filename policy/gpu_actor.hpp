@@ -36,7 +36,11 @@ class GpuActor {
   // kernels one by one (the graph's reference, and the bench's baseline).
   enum class Launch { graph, eager };
 
-  // bf16_weights is refused for now (float32 weights only).
+  // bf16_weights: the f32 parameters are uploaded as they are (the master
+  // copy) and set_weights derives bf16 shadows of the matrices in_proj (with
+  // the pre-norm weight folded in), out_proj and, for mamba1, x_proj and
+  // dt_proj; the step reads those and computes in f32 with f32 state. The
+  // small observation projection, heads and per-channel vectors stay f32.
   GpuActor(std::shared_ptr<const ActorCritic<float>> model, const PolicyConfig& cfg, int num_envs,
            uint64_t seed, bool bf16_weights = false);
   ~GpuActor();
@@ -45,6 +49,7 @@ class GpuActor {
 
   int num_envs() const;
   size_t state_size() const;  // floats per env, all layers
+  bool bf16_weights() const;
   void set_weights(const float* w, size_t n, long long version);
   long long weights_version() const;
 
