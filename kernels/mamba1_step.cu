@@ -218,13 +218,20 @@ void mamba1_step_configure(const Mamba1Dims& d) {
 }
 
 template <class Wt>
-void mamba1_step(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h,
-                 const float* xz, const uint8_t* starts, const float* state_in, float* state_out,
-                 size_t stride, float* act, float* gated, cudaStream_t stream) {
+void mamba1_pre(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h,
+                const float* xz, const uint8_t* starts, const float* state_in, float* state_out,
+                size_t stride, float* act, cudaStream_t stream) {
   MAMBARL_CHECK(B > 0, "mamba1 step: batch must be positive, got " << B);
   mamba1_pre_kernel<Wt><<<(B + TB - 1) / TB, kPreThreads, pre_smem_bytes(d), stream>>>(
       d, w, B, h, xz, starts, state_in, state_out, stride, act);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
+}
+
+template <class Wt>
+void mamba1_state(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const uint8_t* starts,
+                  const float* state_in, float* state_out, size_t stride, const float* act,
+                  float* gated, cudaStream_t stream) {
+  MAMBARL_CHECK(B > 0, "mamba1 step: batch must be positive, got " << B);
   const size_t threads = static_cast<size_t>(B) * d.E;
   const unsigned blocks = static_cast<unsigned>((threads + kStateThreads - 1) / kStateThreads);
   if (vector_ok(d, w.a, state_in, state_out, act, stride))
@@ -236,11 +243,25 @@ void mamba1_step(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const f
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 
-template void mamba1_step<float>(const Mamba1Dims&, const Mamba1Weights<float>&, int, const float*,
-                                 const float*, const uint8_t*, const float*, float*, size_t, float*,
-                                 float*, cudaStream_t);
-template void mamba1_step<__nv_bfloat16>(const Mamba1Dims&, const Mamba1Weights<__nv_bfloat16>&, int,
-                                         const float*, const float*, const uint8_t*, const float*,
-                                         float*, size_t, float*, float*, cudaStream_t);
+template <class Wt>
+void mamba1_step(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h,
+                 const float* xz, const uint8_t* starts, const float* state_in, float* state_out,
+                 size_t stride, float* act, float* gated, cudaStream_t stream) {
+  mamba1_pre(d, w, B, h, xz, starts, state_in, state_out, stride, act, stream);
+  mamba1_state(d, w, B, starts, state_in, state_out, stride, act, gated, stream);
+}
+
+#define MAMBARL_MAMBA1_INSTANTIATE(Wt)                                                              \
+  template void mamba1_pre<Wt>(const Mamba1Dims&, const Mamba1Weights<Wt>&, int, const float*,     \
+                               const float*, const uint8_t*, const float*, float*, size_t, float*, \
+                               cudaStream_t);                                                     \
+  template void mamba1_state<Wt>(const Mamba1Dims&, const Mamba1Weights<Wt>&, int, const uint8_t*, \
+                                 const float*, float*, size_t, const float*, float*, cudaStream_t); \
+  template void mamba1_step<Wt>(const Mamba1Dims&, const Mamba1Weights<Wt>&, int, const float*,    \
+                                const float*, const uint8_t*, const float*, float*, size_t, float*, \
+                                float*, cudaStream_t);
+MAMBARL_MAMBA1_INSTANTIATE(float)
+MAMBARL_MAMBA1_INSTANTIATE(__nv_bfloat16)
+#undef MAMBARL_MAMBA1_INSTANTIATE
 
 }  // namespace mambarl::cuda

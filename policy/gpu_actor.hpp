@@ -1,9 +1,10 @@
 // The actor role on the GPU (CpuActor's twin, policy/cpu_actor.hpp): one
 // recurrent state slot per env on the device, and a T=1 step that is ONE
 // CUDA graph replay: the H2D copy of obs + episode_start flags from pinned
-// memory, the observation projection, every layer (in_proj GEMM, the fused
-// mixer step kernel that reads and writes the layer's state once, out_proj
-// GEMM with the residual add), the final norm, both heads, sampling with a
+// memory, the observation projection, every layer (in_proj GEMM, the mixer
+// step that reads and writes the layer's state once: one fused kernel for
+// Mamba-3, a per-env-tile pre kernel + a streaming state kernel for Mamba-1,
+// out_proj GEMM with the residual add), the final norm, both heads, sampling with a
 // per-env device Rng, and the D2H copy of actions/logp/values. Host work per
 // step: two memcpys into/out of pinned staging and one stream sync.
 //
