@@ -11,6 +11,7 @@
 #include "kernels/device_buffer.cuh"
 #include "policy/gpu_actor.hpp"
 #include "policy/policy_config.hpp"
+#include "tools/bench_kernels_gpu.hpp"
 
 namespace mambarl {
 
@@ -75,13 +76,13 @@ double copy_bandwidth_tbps() {
   return median(tbps);
 }
 
-std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double copy_tbps) {
+std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double copy_tbps, bool bf16) {
   const PolicyConfig cfg = policy_for(s);
   std::shared_ptr<const ActorCritic<float>> model =
       make_actor_critic<float>(cfg, kObs, HeadSpec{true, kActions});
   std::vector<float> w(model->layout().size());
   model->init_params(w.data(), 1);
-  GpuActor actor(model, cfg, s.B, 2);
+  GpuActor actor(model, cfg, s.B, 2, bf16);
   actor.set_weights(w.data(), w.size(), 0);
   // Random non-zero inputs; a few envs start an episode every step, as in a real rollout.
   Rng rng(3, 0);
@@ -104,7 +105,7 @@ std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double cop
   const double state_bytes = static_cast<double>(B) * actor.state_size() * sizeof(float);
   std::ostringstream os;
   os << "{\"policy\":\"" << s.type << "\",\"B\":" << s.B << ",\"d_model\":" << s.D
-     << ",\"n_layers\":" << s.L;
+     << ",\"n_layers\":" << s.L << ",\"weights\":\"" << (bf16 ? "bf16" : "f32") << "\"";
   if (std::string(s.type) == "mamba3") os << ",\"headdim\":16";
   os << ",\"us_per_step_graph\":" << graph_us << ",\"us_per_step_eager\":" << eager_us
      << ",\"env_steps_per_s\":" << s.B * 1e6 / graph_us << ",\"state_bytes\":" << state_bytes
@@ -129,15 +130,22 @@ std::string bench_rollout_gpu_json(int reps, int only_shape) {
   const double copy_tbps = copy_bandwidth_tbps();
   std::ostringstream os;
   os << "{\"bench\":\"rollout\",\"device\":\"cuda\",\"gpu\":\"" << prop.name
-     << "\",\"sms\":" << prop.multiProcessorCount << ",\"copy_TBps\":" << copy_tbps
+     << "\",\"sms\":" << prop.multiProcessorCount << ",\"l2_MB\":" << prop.l2CacheSize / 1e6
+     << ",\"copy_TBps\":" << copy_tbps
      << ",\"reps\":" << reps << ",\"results\":[";
   const int n = static_cast<int>(sizeof(kShapes) / sizeof(kShapes[0]));
   MAMBARL_CHECK(only_shape >= -1 && only_shape < n, "bench: shape index " << only_shape << " not in [-1, " << n << ")");
+  bool first = true;
   for (int i = 0; i < n; ++i) {
     if (only_shape >= 0 && i != only_shape) continue;
-    os << (only_shape >= 0 || i == 0 ? "" : ",") << bench_shape(kShapes[i], reps, i == 0, copy_tbps);
+    for (const bool bf16 : {false, true}) {
+      os << (first ? "" : ",") << bench_shape(kShapes[i], reps, i == 0, copy_tbps, bf16);
+      first = false;
+    }
   }
-  os << "]}";
+  // One Mamba-1 layer of the first shape, kernel by kernel (see bench_kernels_gpu.hpp).
+  os << "],\"mamba1_layer_kernels\":{\"B\":" << kShapes[0].B << ",\"d_model\":" << kShapes[0].D
+     << ",\"rows\":" << bench_kernels_gpu_json(kShapes[0].B, kShapes[0].D) << "}}";
   return os.str();
 }
 
