@@ -3,6 +3,7 @@
 #include <cstddef>
 
 #include "kernels/cuda_check.cuh"
+#include "kernels/launch.cuh"
 
 namespace mambarl::cuda {
 
@@ -15,6 +16,7 @@ int blocks_for(size_t n) { return static_cast<int>((n + kThreads - 1) / kThreads
 __global__ void linear_small_kernel(int M, int in, int out, const float* __restrict__ X,
                                     const float* __restrict__ W, const float* __restrict__ b,
                                     float* __restrict__ Y) {
+  pdl_enter();
   const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<size_t>(M) * out) return;
   const int m = static_cast<int>(idx / out), o = static_cast<int>(idx % out);
@@ -50,6 +52,7 @@ template <class Wt>
 __global__ void __launch_bounds__(kGemmThreads)
     linear_rows_kernel(int M, int in, int out, const float* __restrict__ X,
                        const Wt* __restrict__ W, float beta, float* __restrict__ Y) {
+  pdl_enter();
   __shared__ float xs[kTileK][kRowsM + 1];
   __shared__ float ws[kTileK][kColsN + 1];
   const int tid = static_cast<int>(threadIdx.x);
@@ -133,19 +136,18 @@ void gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int M, int N, int K
 
 template <class Wt>
 void linear_rows(int M, int in, int out, const float* X, const Wt* W, float beta, float* Y,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, bool pdl) {
   MAMBARL_CHECK(M > 0 && in > 0 && out > 0,
                 "linear_rows: sizes must be positive (M " << M << ", in " << in << ", out " << out << ")");
   MAMBARL_CHECK(M <= 65535 * kRowsM, "linear_rows: M " << M << " exceeds the grid's y limit");
   const dim3 grid((out + kColsN - 1) / kColsN, (M + kRowsM - 1) / kRowsM);
-  linear_rows_kernel<Wt><<<grid, kGemmThreads, 0, stream>>>(M, in, out, X, W, beta, Y);
-  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  launch_kernel(pdl, linear_rows_kernel<Wt>, grid, kGemmThreads, 0, stream, M, in, out, X, W, beta, Y);
 }
 
 template void linear_rows<float>(int, int, int, const float*, const float*, float, float*,
-                                 cudaStream_t);
+                                 cudaStream_t, bool);
 template void linear_rows<__nv_bfloat16>(int, int, int, const float*, const __nv_bfloat16*, float,
-                                         float*, cudaStream_t);
+                                         float*, cudaStream_t, bool);
 
 void to_bf16(size_t n, const float* in, __nv_bfloat16* out, cudaStream_t stream) {
   MAMBARL_CHECK(n > 0, "to_bf16: n must be positive");
@@ -154,11 +156,10 @@ void to_bf16(size_t n, const float* in, __nv_bfloat16* out, cudaStream_t stream)
 }
 
 void linear_small(int M, int in, int out, const float* X, const float* W, const float* b, float* Y,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, bool pdl) {
   MAMBARL_CHECK(M > 0 && in > 0 && out > 0, "linear_small: sizes must be positive");
-  linear_small_kernel<<<blocks_for(static_cast<size_t>(M) * out), kThreads, 0, stream>>>(M, in, out,
-                                                                                        X, W, b, Y);
-  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  launch_kernel(pdl, linear_small_kernel, blocks_for(static_cast<size_t>(M) * out), kThreads, 0,
+                stream, M, in, out, X, W, b, Y);
 }
 
 void fold_norm(int rows, int cols, const float* W, const float* w, float* out, cudaStream_t stream) {

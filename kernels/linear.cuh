@@ -33,17 +33,20 @@ namespace mambarl::cuda {
 void gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
           const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc);
 
+// The step launchers below take pdl: launch with programmatic dependent
+// launch (kernels/launch.cuh).
+//
 // Y (M, out) = X (M, in) W^T + beta Y; Wt = float or __nv_bfloat16. With
 // beta = 0, Y is not read. X and Y must not overlap.
 template <class Wt>
 void linear_rows(int M, int in, int out, const float* X, const Wt* W, float beta, float* Y,
-                 cudaStream_t stream);
+                 cudaStream_t stream, bool pdl = false);
 
 //   in (n) f32 -> out (n) bf16
 void to_bf16(size_t n, const float* in, __nv_bfloat16* out, cudaStream_t stream);
 
 void linear_small(int M, int in, int out, const float* X, const float* W, const float* b, float* Y,
-                  cudaStream_t stream);
+                  cudaStream_t stream, bool pdl = false);
 
 //   W (rows, cols), w (cols) -> out (rows, cols)
 void fold_norm(int rows, int cols, const float* W, const float* w, float* out, cudaStream_t stream);

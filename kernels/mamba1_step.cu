@@ -4,6 +4,7 @@
 
 #include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/state_rows.cuh"
 
 namespace mambarl::cuda {
@@ -30,6 +31,7 @@ __global__ void __launch_bounds__(kPreThreads)
                       const float* __restrict__ xz, const uint8_t* __restrict__ starts,
                       const float* state_in, float* state_out, size_t stride,
                       float* __restrict__ act) {
+  pdl_enter();
   extern __shared__ float smem[];
   const int E = d.E, N = d.N, K = d.K, R = d.R, J = R + 2 * N, W = d.act_floats();
   float* xs = smem;             // (TB, E)
@@ -127,6 +129,7 @@ __global__ void __launch_bounds__(kStateThreads)
                         int B, const uint8_t* __restrict__ starts, const float* state_in,
                         float* state_out, size_t stride, const float* __restrict__ act,
                         float* __restrict__ gated) {
+  pdl_enter();
   const int E = d.E, N = d.N;
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<size_t>(B) * E) return;
@@ -220,46 +223,44 @@ void mamba1_step_configure(const Mamba1Dims& d) {
 template <class Wt>
 void mamba1_pre(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h,
                 const float* xz, const uint8_t* starts, const float* state_in, float* state_out,
-                size_t stride, float* act, cudaStream_t stream) {
+                size_t stride, float* act, cudaStream_t stream, bool pdl) {
   MAMBARL_CHECK(B > 0, "mamba1 step: batch must be positive, got " << B);
-  mamba1_pre_kernel<Wt><<<(B + TB - 1) / TB, kPreThreads, pre_smem_bytes(d), stream>>>(
-      d, w, B, h, xz, starts, state_in, state_out, stride, act);
-  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  launch_kernel(pdl, mamba1_pre_kernel<Wt>, (B + TB - 1) / TB, kPreThreads, pre_smem_bytes(d), stream,
+                d, w, B, h, xz, starts, state_in, state_out, stride, act);
 }
 
 template <class Wt>
 void mamba1_state(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const uint8_t* starts,
                   const float* state_in, float* state_out, size_t stride, const float* act,
-                  float* gated, cudaStream_t stream) {
+                  float* gated, cudaStream_t stream, bool pdl) {
   MAMBARL_CHECK(B > 0, "mamba1 step: batch must be positive, got " << B);
   const size_t threads = static_cast<size_t>(B) * d.E;
   const unsigned blocks = static_cast<unsigned>((threads + kStateThreads - 1) / kStateThreads);
-  if (vector_ok(d, w.a, state_in, state_out, act, stride))
-    mamba1_state_kernel<4><<<blocks, kStateThreads, 0, stream>>>(d, w.a, w.d_skip, B, starts, state_in,
-                                                                 state_out, stride, act, gated);
-  else
-    mamba1_state_kernel<1><<<blocks, kStateThreads, 0, stream>>>(d, w.a, w.d_skip, B, starts, state_in,
-                                                                 state_out, stride, act, gated);
-  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  launch_kernel(pdl,
+                vector_ok(d, w.a, state_in, state_out, act, stride) ? mamba1_state_kernel<4>
+                                                                    : mamba1_state_kernel<1>,
+                blocks, kStateThreads, 0, stream, d, w.a, w.d_skip, B, starts, state_in, state_out,
+                stride, act, gated);
 }
 
 template <class Wt>
 void mamba1_step(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h,
                  const float* xz, const uint8_t* starts, const float* state_in, float* state_out,
-                 size_t stride, float* act, float* gated, cudaStream_t stream) {
-  mamba1_pre(d, w, B, h, xz, starts, state_in, state_out, stride, act, stream);
-  mamba1_state(d, w, B, starts, state_in, state_out, stride, act, gated, stream);
+                 size_t stride, float* act, float* gated, cudaStream_t stream, bool pdl) {
+  mamba1_pre(d, w, B, h, xz, starts, state_in, state_out, stride, act, stream, pdl);
+  mamba1_state(d, w, B, starts, state_in, state_out, stride, act, gated, stream, pdl);
 }
 
 #define MAMBARL_MAMBA1_INSTANTIATE(Wt)                                                              \
   template void mamba1_pre<Wt>(const Mamba1Dims&, const Mamba1Weights<Wt>&, int, const float*,     \
                                const float*, const uint8_t*, const float*, float*, size_t, float*, \
-                               cudaStream_t);                                                     \
+                               cudaStream_t, bool);                                               \
   template void mamba1_state<Wt>(const Mamba1Dims&, const Mamba1Weights<Wt>&, int, const uint8_t*, \
-                                 const float*, float*, size_t, const float*, float*, cudaStream_t); \
+                                 const float*, float*, size_t, const float*, float*, cudaStream_t,  \
+                                 bool);                                                             \
   template void mamba1_step<Wt>(const Mamba1Dims&, const Mamba1Weights<Wt>&, int, const float*,    \
                                 const float*, const uint8_t*, const float*, float*, size_t, float*, \
-                                float*, cudaStream_t);
+                                float*, cudaStream_t, bool);
 MAMBARL_MAMBA1_INSTANTIATE(float)
 MAMBARL_MAMBA1_INSTANTIATE(__nv_bfloat16)
 #undef MAMBARL_MAMBA1_INSTANTIATE

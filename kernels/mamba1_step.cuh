@@ -66,7 +66,8 @@ void mamba1_derive_a(int n, const float* a_log, float* a, cudaStream_t stream);
 void mamba1_step_configure(const Mamba1Dims& d);
 
 // The two kernels of one step, in this order (mamba1_step launches both;
-// they are public so the bench can time each).
+// they are public so the bench can time each). pdl: programmatic dependent
+// launch (kernels/launch.cuh).
 //   h       (B, D)                the layer's input (residual stream)
 //   xz      (B, 2E)               (W_in ⊙ w_norm) h
 //   starts  (B)                   episode_start flags
@@ -76,15 +77,15 @@ void mamba1_step_configure(const Mamba1Dims& d);
 template <class Wt>
 void mamba1_pre(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h,
                 const float* xz, const uint8_t* starts, const float* state_in, float* state_out,
-                size_t stride, float* act, cudaStream_t stream);
+                size_t stride, float* act, cudaStream_t stream, bool pdl = false);
 template <class Wt>
 void mamba1_state(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const uint8_t* starts,
                   const float* state_in, float* state_out, size_t stride, const float* act,
-                  float* gated, cudaStream_t stream);
+                  float* gated, cudaStream_t stream, bool pdl = false);
 
 template <class Wt>
 void mamba1_step(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h,
                  const float* xz, const uint8_t* starts, const float* state_in, float* state_out,
-                 size_t stride, float* act, float* gated, cudaStream_t stream);
+                 size_t stride, float* act, float* gated, cudaStream_t stream, bool pdl = false);
 
 }  // namespace mambarl::cuda

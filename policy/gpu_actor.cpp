@@ -93,6 +93,7 @@ struct GpuActor::Impl {
   const float *obs_w = nullptr, *obs_b = nullptr;
   // Declared last: destroyed before the buffers they point into.
   CudaGraph step_graph{"actor step"}, peek_graph{"actor peek"};
+  CudaGraph step_graph_pdl{"actor step (PDL)"}, peek_graph_pdl{"actor peek (PDL)"};
 
   Impl(std::shared_ptr<const ActorCritic<float>> m, const PolicyConfig& cfg, int num_envs,
        uint64_t seed, bool bf16);
@@ -102,7 +103,7 @@ struct GpuActor::Impl {
   void plan_layers(const PolicyConfig& cfg);
   void derive_weights();
   std::vector<GraphBinding> bindings(bool peek) const;
-  void record(cudaStream_t s, bool peek);
+  void record(cudaStream_t s, bool peek, bool pdl);
   void run(bool peek);
   void sync() const { MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream.get())); }
   float* out_actions() const { return out_dev.data(); }
@@ -278,12 +279,12 @@ GpuActor::Impl::Impl(std::shared_ptr<const ActorCritic<float>> m, const PolicyCo
   // advanced are re-seeded below.
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(rngs.data(), initial_rngs.data(), rngs.bytes(),
                                      cudaMemcpyHostToDevice, stream.get()));
-  record(stream.get(), false);
+  record(stream.get(), false, false);
   MAMBARL_CUDA_CHECK(cudaMemsetAsync(state.data(), 0, state.bytes(), stream.get()));
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(rngs.data(), initial_rngs.data(), rngs.bytes(),
                                      cudaMemcpyHostToDevice, stream.get()));
   sync();
-  step_graph.capture(stream.get(), bindings(false), [this](cudaStream_t s) { record(s, false); });
+  step_graph.capture(stream.get(), bindings(false), [this](cudaStream_t s) { record(s, false, false); });
 }
 
 void GpuActor::Impl::derive_weights() {
@@ -328,7 +329,9 @@ std::vector<GraphBinding> GpuActor::Impl::bindings(bool peek) const {
 // Everything one step enqueues on s; captured once, or run eagerly. A peek
 // reads the state and writes the step's new state into peek_state (which is
 // discarded), with no episode starts, no sampling, and only values copied back.
-void GpuActor::Impl::record(cudaStream_t s, bool peek) {
+// pdl: every kernel but the first (whose predecessor is the H2D copy) is
+// launched with programmatic dependent launch.
+void GpuActor::Impl::record(cudaStream_t s, bool peek, bool pdl) {
   float* obs = reinterpret_cast<float*>(in_dev.data());
   const uint8_t* starts = peek ? zero_flags.data() : in_dev.data() + obs_bytes;
   float* state_out = peek ? peek_state.data() : state.data();
@@ -339,25 +342,26 @@ void GpuActor::Impl::record(cudaStream_t s, bool peek) {
     const float* st_in = state.data() + p.state_off;
     float* st_out = state_out + p.state_off;
     if (bf16_weights)
-      cuda::linear_rows(B, D, p.in_rows, h.data(), p.in_w_h, 0.f, proj.data(), s);
+      cuda::linear_rows(B, D, p.in_rows, h.data(), p.in_w_h, 0.f, proj.data(), s, pdl);
     else
-      cuda::linear_rows(B, D, p.in_rows, h.data(), p.in_w_folded, 0.f, proj.data(), s);
+      cuda::linear_rows(B, D, p.in_rows, h.data(), p.in_w_folded, 0.f, proj.data(), s, pdl);
     if (p.mamba3)
-      cuda::mamba3_step(p.m3, p.w3, B, h.data(), proj.data(), starts, st_in, st_out, S, gated.data(), s);
+      cuda::mamba3_step(p.m3, p.w3, B, h.data(), proj.data(), starts, st_in, st_out, S, gated.data(), s,
+                        pdl);
     else if (bf16_weights)
       cuda::mamba1_step(p.m1, p.w1h, B, h.data(), proj.data(), starts, st_in, st_out, S, act.data(),
-                        gated.data(), s);
+                        gated.data(), s, pdl);
     else
       cuda::mamba1_step(p.m1, p.w1, B, h.data(), proj.data(), starts, st_in, st_out, S, act.data(),
-                        gated.data(), s);
+                        gated.data(), s, pdl);
     // h += W_out gated: the residual add is the GEMM's beta = 1.
     if (bf16_weights)
-      cuda::linear_rows(B, p.E, D, gated.data(), p.out_w_h, 1.f, h.data(), s);
+      cuda::linear_rows(B, p.E, D, gated.data(), p.out_w_h, 1.f, h.data(), s, pdl);
     else
-      cuda::linear_rows(B, p.E, D, gated.data(), p.out_w, 1.f, h.data(), s);
+      cuda::linear_rows(B, p.E, D, gated.data(), p.out_w, 1.f, h.data(), s, pdl);
   }
   cuda::heads_sample(head_dims, head_w, B, h.data(), rngs.data(), !peek, out_actions(), out_logp(),
-                     out_values(), s);
+                     out_values(), s, pdl);
   if (peek)
     MAMBARL_CUDA_CHECK(cudaMemcpyAsync(out_host.data() + (out_values() - out_dev.data()), out_values(),
                                        static_cast<size_t>(B) * sizeof(float),
@@ -369,12 +373,14 @@ void GpuActor::Impl::record(cudaStream_t s, bool peek) {
 
 void GpuActor::Impl::run(bool peek) {
   if (mode == Launch::eager) {
-    record(stream.get(), peek);
+    record(stream.get(), peek, false);
     return;
   }
-  CudaGraph& g = peek ? peek_graph : step_graph;
+  const bool pdl = mode == Launch::graph_pdl;
+  CudaGraph& g = pdl ? (peek ? peek_graph_pdl : step_graph_pdl) : (peek ? peek_graph : step_graph);
   if (!g.captured())
-    g.capture(stream.get(), bindings(peek), [this, peek](cudaStream_t s) { record(s, peek); });
+    g.capture(stream.get(), bindings(peek),
+              [this, peek, pdl](cudaStream_t s) { record(s, peek, pdl); });
   g.launch(stream.get());
 }
 

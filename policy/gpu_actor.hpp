@@ -34,8 +34,10 @@ struct PolicyConfig;
 class GpuActor {
  public:
   // graph: act() replays the captured graph; eager: it launches the same
-  // kernels one by one (the graph's reference, and the bench's baseline).
-  enum class Launch { graph, eager };
+  // kernels one by one (the graph's reference, and the bench's baseline);
+  // graph_pdl: a graph whose kernels use programmatic dependent launch
+  // (kernels/launch.cuh), captured at its first use, same results bit for bit.
+  enum class Launch { graph, eager, graph_pdl };
 
   // bf16_weights: the f32 parameters are uploaded as they are (the master
   // copy) and set_weights derives bf16 shadows of the matrices in_proj (with

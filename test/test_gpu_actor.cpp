@@ -257,15 +257,19 @@ BOOST_AUTO_TEST_CASE(bf16_weights_match_cpu_actor) {
   check_against_cpu_actor(true, kBf16);
 }
 
-// The graph replays exactly what the eager launches compute, with f32 and
-// with bf16 weights.
+// The graph (plain, and with programmatic dependent launch) replays exactly
+// what the eager launches compute, with f32 and with bf16 weights.
 BOOST_AUTO_TEST_CASE(graph_replay_equals_eager_bitwise) {
   require_gpu();
   const int B = 19;
   for (const Case& c : cases()) {
-    for (const bool bf16 : {false, true}) BOOST_TEST_CONTEXT("case " << c.name << (bf16 ? " bf16" : " f32")) {
+    for (const bool bf16 : {false, true})
+    for (const auto mode : {GpuActor::Launch::graph, GpuActor::Launch::graph_pdl})
+    BOOST_TEST_CONTEXT("case " << c.name << (bf16 ? " bf16" : " f32")
+                               << (mode == GpuActor::Launch::graph_pdl ? " pdl" : "")) {
       ActorPair ap(c, 3);
       GpuActor graph = ap.gpu(B, 8, bf16), eager = ap.gpu(B, 8, bf16);
+      graph.set_launch(mode);
       eager.set_launch(GpuActor::Launch::eager);
       graph.set_weights(ap.weights.data(), ap.weights.size(), 0);
       eager.set_weights(ap.weights.data(), ap.weights.size(), 0);

@@ -98,6 +98,9 @@ std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double cop
   const double mhz_before = cuda::sm_clock_mhz(nullptr);
   const double graph_us = median(actor.time_steps_us(reps));
   const double mhz_after = cuda::sm_clock_mhz(nullptr);
+  actor.set_launch(GpuActor::Launch::graph_pdl);
+  warm_up(actor);
+  const double pdl_us = median(actor.time_steps_us(reps));
   actor.set_launch(GpuActor::Launch::eager);
   warm_up(actor);
   const double eager_us = median(actor.time_steps_us(reps));
@@ -107,13 +110,15 @@ std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double cop
   os << "{\"policy\":\"" << s.type << "\",\"B\":" << s.B << ",\"d_model\":" << s.D
      << ",\"n_layers\":" << s.L << ",\"weights\":\"" << (bf16 ? "bf16" : "f32") << "\"";
   if (std::string(s.type) == "mamba3") os << ",\"headdim\":16";
-  os << ",\"us_per_step_graph\":" << graph_us << ",\"us_per_step_eager\":" << eager_us
+  os << ",\"us_per_step_graph\":" << graph_us << ",\"us_per_step_graph_pdl\":" << pdl_us
+     << ",\"us_per_step_eager\":" << eager_us
      << ",\"env_steps_per_s\":" << s.B * 1e6 / graph_us << ",\"state_bytes\":" << state_bytes
      << ",\"sm_mhz\":[" << mhz_before << "," << mhz_after << "]";
   if (with_floor) {
     // Read once + write once of the whole recurrent state at the copy bandwidth.
     const double floor_us = 2 * state_bytes / (copy_tbps * 1e12) * 1e6;
-    os << ",\"state_floor_us\":" << floor_us << ",\"graph_over_floor\":" << graph_us / floor_us;
+    os << ",\"state_floor_us\":" << floor_us << ",\"graph_over_floor\":" << graph_us / floor_us
+       << ",\"graph_pdl_over_floor\":" << pdl_us / floor_us;
   }
   os << "}";
   return os.str();
