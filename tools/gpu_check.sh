@@ -12,9 +12,11 @@ build_dir=${1:-build}
 log_dir=${OUT:-$build_dir}
 cmake --build "$build_dir" -j"$(nproc)" --target test_gpu_actor test_gpu_linear bench_rollout_gpu
 export MAMBARL_REQUIRE_GPU=1
+# Where the generator put an executable (build/bin or build/<folder>).
+exe() { find "$build_dir" -name "$1" -type f -perm -u+x | head -n 1; }
 status=0
 for t in test_gpu_linear test_gpu_actor; do
-  "$build_dir/test/$t" --log_level=message --report_level=short >"$log_dir/gpu_check_$t.log" 2>&1 || status=1
+  "$(exe "$t")" --log_level=message --report_level=short >"$log_dir/gpu_check_$t.log" 2>&1 || status=1
   tail -n 3 "$log_dir/gpu_check_$t.log"
 done
 # racecheck and synccheck look at shared memory and barriers, which the
@@ -27,11 +29,11 @@ for tool in memcheck racecheck synccheck; do
     args=()
     if [ "$t" = test_gpu_actor ] && [ "$tool" != memcheck ]; then args=("$small"); fi
     log="$log_dir/gpu_check_${tool}_$t.log"
-    "$sanitizer" --tool "$tool" --error-exitcode 3 "$build_dir/test/$t" "${args[@]}" >"$log" 2>&1 || status=1
+    "$sanitizer" --tool "$tool" --error-exitcode 3 "$(exe "$t")" "${args[@]}" >"$log" 2>&1 || status=1
     echo "$tool $t: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$log" | tail -n 1)"
   done
 done
 if [ "${MAMBARL_SKIP_BENCH:-0}" != "1" ]; then
-  "$build_dir/tools/bench_rollout_gpu" 1000 | tee "$log_dir/gpu_check_bench.json"
+  "$(exe bench_rollout_gpu)" 1000 | tee "$log_dir/gpu_check_bench.json"
 fi
 exit $status
