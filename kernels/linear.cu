@@ -36,17 +36,20 @@ __global__ void fold_norm_kernel(int rows, int cols, const float* __restrict__ W
 
 // linear_rows tiling: a block computes a (kRowsM x kColsN) tile of Y, 256
 // threads each own 2 rows x 4 columns, k advances kTileK at a time through
-// shared memory. Small tiles on purpose: at M = 1024, out = 128 this still
-// gives 64 blocks, and the per-tile latency, not FLOPs, is what costs here.
-constexpr int kRowsM = 32, kColsN = 64, kTileK = 32, kGemmThreads = 256;
+// shared memory. Small output tiles on purpose: at M = 1024, out = 128 this
+// still gives 64 blocks; a deep k tile because the chain of k tiles (each an
+// L2 round trip, half hidden by the prefetch) is what costs at these sizes.
+constexpr int kRowsM = 32, kColsN = 64, kTileK = 64, kGemmThreads = 256;
 constexpr int kThrRows = kRowsM / 16, kThrCols = kColsN / 16;  // 16 x 16 thread grid
-constexpr int kXLoads = kRowsM * kTileK / kGemmThreads, kWLoads = kColsN * kTileK / kGemmThreads;
+constexpr int kLoadRowStep = kGemmThreads / kTileK;            // rows one load pass covers
+constexpr int kXLoads = kRowsM / kLoadRowStep, kWLoads = kColsN / kLoadRowStep;
+static_assert(kTileK % 32 == 0 && kGemmThreads % kTileK == 0, "a warp loads one row segment");
 
 __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
 
-// Thread t loads k = k0 + t % 32 of rows t / 32 + 8 i: each warp reads one
-// contiguous row segment. Stored k-major ([k][row], rows padded by one) so
+// Thread t loads k = k0 + t % kTileK of rows t / kTileK + kLoadRowStep i:
+// each warp reads one contiguous row segment. Stored k-major ([k][row], rows padded by one) so
 // the transposed stores and the compute reads are both conflict-free.
 template <class Wt>
 __global__ void __launch_bounds__(kGemmThreads)
@@ -65,12 +68,12 @@ __global__ void __launch_bounds__(kGemmThreads)
     const int k = k0 + lk;
 #pragma unroll
     for (int i = 0; i < kXLoads; ++i) {
-      const int m = m0 + lr + 8 * i;
+      const int m = m0 + lr + kLoadRowStep * i;
       xr[i] = (m < M && k < in) ? X[static_cast<size_t>(m) * in + k] : 0.f;
     }
 #pragma unroll
     for (int i = 0; i < kWLoads; ++i) {
-      const int n = n0 + lr + 8 * i;
+      const int n = n0 + lr + kLoadRowStep * i;
       wr[i] = (n < out && k < in) ? to_f32(W[static_cast<size_t>(n) * in + k]) : 0.f;
     }
   };
@@ -79,9 +82,9 @@ __global__ void __launch_bounds__(kGemmThreads)
   fetch(0);
   for (int k0 = 0; k0 < in; k0 += kTileK) {
 #pragma unroll
-    for (int i = 0; i < kXLoads; ++i) xs[lk][lr + 8 * i] = xr[i];
+    for (int i = 0; i < kXLoads; ++i) xs[lk][lr + kLoadRowStep * i] = xr[i];
 #pragma unroll
-    for (int i = 0; i < kWLoads; ++i) ws[lk][lr + 8 * i] = wr[i];
+    for (int i = 0; i < kWLoads; ++i) ws[lk][lr + kLoadRowStep * i] = wr[i];
     __syncthreads();
     if (k0 + kTileK < in) fetch(k0 + kTileK);  // next tile's loads fly during this tile's FMAs
 #pragma unroll 8
