@@ -263,33 +263,35 @@ BOOST_AUTO_TEST_CASE(graph_replay_equals_eager_bitwise) {
   require_gpu();
   const int B = 19;
   for (const Case& c : cases()) {
-    for (const bool bf16 : {false, true})
-    for (const auto mode : {GpuActor::Launch::graph, GpuActor::Launch::graph_pdl})
-    BOOST_TEST_CONTEXT("case " << c.name << (bf16 ? " bf16" : " f32")
-                               << (mode == GpuActor::Launch::graph_pdl ? " pdl" : "")) {
-      ActorPair ap(c, 3);
-      GpuActor graph = ap.gpu(B, 8, bf16), eager = ap.gpu(B, 8, bf16);
-      graph.set_launch(mode);
-      eager.set_launch(GpuActor::Launch::eager);
-      graph.set_weights(ap.weights.data(), ap.weights.size(), 0);
-      eager.set_weights(ap.weights.data(), ap.weights.size(), 0);
-      StepIO a(B, c.obs_dim, c.head.act_width()), b(B, c.obs_dim, c.head.act_width());
-      Rng rng(4, 0);
-      for (int t = 0; t < 25; ++t) {
-        a.draw(rng, t, 0.1);
-        b.obs = a.obs;
-        b.starts = a.starts;
-        a.act(graph);
-        b.act(eager);
-        BOOST_CHECK_MESSAGE(a.same_bits(b), "step " << t << ": graph and eager outputs differ");
+    for (const bool bf16 : {false, true}) {
+      for (const auto mode : {GpuActor::Launch::graph, GpuActor::Launch::graph_pdl}) {
+        BOOST_TEST_CONTEXT("case " << c.name << (bf16 ? " bf16" : " f32")
+                                   << (mode == GpuActor::Launch::graph_pdl ? " pdl" : "")) {
+          ActorPair ap(c, 3);
+          GpuActor graph = ap.gpu(B, 8, bf16), eager = ap.gpu(B, 8, bf16);
+          graph.set_launch(mode);
+          eager.set_launch(GpuActor::Launch::eager);
+          graph.set_weights(ap.weights.data(), ap.weights.size(), 0);
+          eager.set_weights(ap.weights.data(), ap.weights.size(), 0);
+          StepIO a(B, c.obs_dim, c.head.act_width()), b(B, c.obs_dim, c.head.act_width());
+          Rng rng(4, 0);
+          for (int t = 0; t < 25; ++t) {
+            a.draw(rng, t, 0.1);
+            b.obs = a.obs;
+            b.starts = a.starts;
+            a.act(graph);
+            b.act(eager);
+            BOOST_CHECK_MESSAGE(a.same_bits(b), "step " << t << ": graph and eager outputs differ");
+          }
+          std::vector<float> pa(static_cast<size_t>(B)), pb(static_cast<size_t>(B));
+          graph.peek_values(a.obs.data(), pa.data());
+          eager.peek_values(a.obs.data(), pb.data());
+          BOOST_CHECK_MESSAGE(pa == pb, "graph and eager peeked values differ");
+          BOOST_CHECK_MESSAGE(graph.state() == eager.state(), "graph and eager states differ");
+          const std::vector<Rng> ra = graph.rngs(), rb = eager.rngs();
+          BOOST_CHECK(std::memcmp(ra.data(), rb.data(), ra.size() * sizeof(Rng)) == 0);
+        }
       }
-      std::vector<float> pa(static_cast<size_t>(B)), pb(static_cast<size_t>(B));
-      graph.peek_values(a.obs.data(), pa.data());
-      eager.peek_values(a.obs.data(), pb.data());
-      BOOST_CHECK_MESSAGE(pa == pb, "graph and eager peeked values differ");
-      BOOST_CHECK_MESSAGE(graph.state() == eager.state(), "graph and eager states differ");
-      const std::vector<Rng> ra = graph.rngs(), rb = eager.rngs();
-      BOOST_CHECK(std::memcmp(ra.data(), rb.data(), ra.size() * sizeof(Rng)) == 0);
     }
   }
 }
