@@ -3,13 +3,16 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <exception>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "kernels/clock_probe.cuh"
 #include "kernels/cuda_check.cuh"
 #include "kernels/device_buffer.cuh"
 #include "policy/gpu_actor.hpp"
+#include "policy/json.hpp"
 #include "policy/policy_config.hpp"
 #include "tools/bench_kernels_gpu.hpp"
 
@@ -98,9 +101,17 @@ std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double cop
   const double mhz_before = cuda::sm_clock_mhz(nullptr);
   const double graph_us = median(actor.time_steps_us(reps));
   const double mhz_after = cuda::sm_clock_mhz(nullptr);
-  actor.set_launch(GpuActor::Launch::graph_pdl);
-  warm_up(actor);
-  const double pdl_us = median(actor.time_steps_us(reps));
+  // PDL is new in this graph: if the device refuses it, say so in the row
+  // and keep the other numbers.
+  double pdl_us = 0;
+  std::string pdl_error;
+  try {
+    actor.set_launch(GpuActor::Launch::graph_pdl);
+    warm_up(actor);
+    pdl_us = median(actor.time_steps_us(reps));
+  } catch (const std::exception& e) {
+    pdl_error = e.what();
+  }
   actor.set_launch(GpuActor::Launch::eager);
   warm_up(actor);
   const double eager_us = median(actor.time_steps_us(reps));
@@ -110,15 +121,19 @@ std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double cop
   os << "{\"policy\":\"" << s.type << "\",\"B\":" << s.B << ",\"d_model\":" << s.D
      << ",\"n_layers\":" << s.L << ",\"weights\":\"" << (bf16 ? "bf16" : "f32") << "\"";
   if (std::string(s.type) == "mamba3") os << ",\"headdim\":16";
-  os << ",\"us_per_step_graph\":" << graph_us << ",\"us_per_step_graph_pdl\":" << pdl_us
-     << ",\"us_per_step_eager\":" << eager_us
+  os << ",\"us_per_step_graph\":" << graph_us;
+  if (pdl_error.empty())
+    os << ",\"us_per_step_graph_pdl\":" << pdl_us;
+  else
+    os << ",\"graph_pdl_error\":" << json_quote(pdl_error);
+  os << ",\"us_per_step_eager\":" << eager_us
      << ",\"env_steps_per_s\":" << s.B * 1e6 / graph_us << ",\"state_bytes\":" << state_bytes
      << ",\"sm_mhz\":[" << mhz_before << "," << mhz_after << "]";
   if (with_floor) {
     // Read once + write once of the whole recurrent state at the copy bandwidth.
     const double floor_us = 2 * state_bytes / (copy_tbps * 1e12) * 1e6;
-    os << ",\"state_floor_us\":" << floor_us << ",\"graph_over_floor\":" << graph_us / floor_us
-       << ",\"graph_pdl_over_floor\":" << pdl_us / floor_us;
+    os << ",\"state_floor_us\":" << floor_us << ",\"graph_over_floor\":" << graph_us / floor_us;
+    if (pdl_error.empty()) os << ",\"graph_pdl_over_floor\":" << pdl_us / floor_us;
   }
   os << "}";
   return os.str();
@@ -149,8 +164,13 @@ std::string bench_rollout_gpu_json(int reps, int only_shape) {
     }
   }
   // One Mamba-1 layer of the first shape, kernel by kernel (see bench_kernels_gpu.hpp).
-  os << "],\"mamba1_layer_kernels\":{\"B\":" << kShapes[0].B << ",\"d_model\":" << kShapes[0].D
-     << ",\"rows\":" << bench_kernels_gpu_json(kShapes[0].B, kShapes[0].D) << "}}";
+  // A diagnostic: if it fails, the rows above still come out.
+  os << "],\"mamba1_layer_kernels\":{\"B\":" << kShapes[0].B << ",\"d_model\":" << kShapes[0].D;
+  try {
+    os << ",\"rows\":" << bench_kernels_gpu_json(kShapes[0].B, kShapes[0].D) << "}}";
+  } catch (const std::exception& e) {
+    os << ",\"error\":" << json_quote(e.what()) << "}}";
+  }
   return os.str();
 }
 
