@@ -167,7 +167,8 @@ std::string bench_rollout_gpu_json(int reps, int only_shape) {
   // A diagnostic: if it fails, the rows above still come out.
   os << "],\"mamba1_layer_kernels\":{\"B\":" << kShapes[0].B << ",\"d_model\":" << kShapes[0].D;
   try {
-    os << ",\"rows\":" << bench_kernels_gpu_json(kShapes[0].B, kShapes[0].D) << "}}";
+    const std::string rows = bench_kernels_gpu_json(kShapes[0].B, kShapes[0].D);
+    os << ",\"rows\":" << rows << "}}";
   } catch (const std::exception& e) {
     os << ",\"error\":" << json_quote(e.what()) << "}}";
   }
