@@ -2,6 +2,7 @@
 
 #include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.cuh"
+#include "kernels/launch.cuh"
 
 namespace mambarl::cuda {
 
@@ -60,6 +61,7 @@ __global__ void __launch_bounds__(kThreads)
   float* f = red + 32;            // (D)
   float* out = f + d.D;           // (A+1) head, then V
   float* lp = out + d.A + 1;      // (A+1) log-probs
+  pdl_enter();
   const int b = blockIdx.x, D = d.D, A = d.A;
   const float* hb = h + static_cast<size_t>(b) * D;
   // The env's generator is loaded first so its latency hides behind the heads.
@@ -105,12 +107,12 @@ void heads_sample_configure(const HeadDims& d) {
 }
 
 void heads_sample(const HeadDims& d, const HeadWeights& w, int B, const float* h, Rng* rngs,
-                  bool sample, float* actions, float* logp, float* values, cudaStream_t stream) {
+                  bool sample, float* actions, float* logp, float* values, cudaStream_t stream,
+                  bool pdl) {
   MAMBARL_CHECK(B > 0, "heads: batch must be positive, got " << B);
   MAMBARL_CHECK(d.discrete || w.log_std, "heads: a Gaussian head needs log_std");
-  heads_sample_kernel<<<B, kThreads, smem_bytes(d), stream>>>(d, w, h, rngs, sample, actions,
-                                                              logp, values);
-  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  launch_kernel(pdl, heads_sample_kernel, B, kThreads, smem_bytes(d), stream, d, w, h, rngs, sample,
+                actions, logp, values);
 }
 
 }  // namespace mambarl::cuda

@@ -38,7 +38,9 @@ void heads_sample_configure(const HeadDims& d);
 //   actions  (B, act_width)   written only when sample is true; act_width = discrete ? 1 : A
 //   logp     (B)              written only when sample is true
 //   values   (B)
+//   pdl      programmatic dependent launch (kernels/launch.cuh)
 void heads_sample(const HeadDims& d, const HeadWeights& w, int B, const float* h, Rng* rngs,
-                  bool sample, float* actions, float* logp, float* values, cudaStream_t stream);
+                  bool sample, float* actions, float* logp, float* values, cudaStream_t stream,
+                  bool pdl = false);
 
 }  // namespace mambarl::cuda

@@ -3,6 +3,7 @@
 #include <cstddef>
 
 #include "kernels/cuda_check.cuh"
+#include "kernels/launch.cuh"
 
 namespace mambarl::cuda {
 
@@ -15,6 +16,7 @@ int blocks_for(size_t n) { return static_cast<int>((n + kThreads - 1) / kThreads
 __global__ void linear_small_kernel(int M, int in, int out, const float* __restrict__ X,
                                     const float* __restrict__ W, const float* __restrict__ b,
                                     float* __restrict__ Y) {
+  pdl_enter();
   const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<size_t>(M) * out) return;
   const int m = static_cast<int>(idx / out), o = static_cast<int>(idx % out);
@@ -30,6 +32,92 @@ __global__ void fold_norm_kernel(int rows, int cols, const float* __restrict__ W
   const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<size_t>(rows) * cols) return;
   out[idx] = W[idx] * w[idx % cols];
+}
+
+// linear_rows tiling: a block computes a (kRowsM x kColsN) tile of Y, 256
+// threads each own 2 rows x 4 columns, k advances kTileK at a time through
+// shared memory. Small output tiles on purpose: at M = 1024, out = 128 this
+// still gives 64 blocks; a deep k tile because the chain of k tiles (each an
+// L2 round trip, half hidden by the prefetch) is what costs at these sizes.
+constexpr int kRowsM = 32, kColsN = 64, kTileK = 64, kGemmThreads = 256;
+constexpr int kThrRows = kRowsM / 16, kThrCols = kColsN / 16;  // 16 x 16 thread grid
+constexpr int kLoadRowStep = kGemmThreads / kTileK;            // rows one load pass covers
+constexpr int kXLoads = kRowsM / kLoadRowStep, kWLoads = kColsN / kLoadRowStep;
+static_assert(kTileK % 32 == 0 && kGemmThreads % kTileK == 0, "a warp loads one row segment");
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// Thread t loads k = k0 + t % kTileK of rows t / kTileK + kLoadRowStep i:
+// each warp reads one contiguous row segment. Stored k-major ([k][row], rows padded by one) so
+// the transposed stores and the compute reads are both conflict-free.
+template <class Wt>
+__global__ void __launch_bounds__(kGemmThreads)
+    linear_rows_kernel(int M, int in, int out, const float* __restrict__ X,
+                       const Wt* __restrict__ W, float beta, float* __restrict__ Y) {
+  pdl_enter();
+  __shared__ float xs[kTileK][kRowsM + 1];
+  __shared__ float ws[kTileK][kColsN + 1];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int m0 = static_cast<int>(blockIdx.y) * kRowsM, n0 = static_cast<int>(blockIdx.x) * kColsN;
+  const int lk = tid % kTileK, lr = tid / kTileK;  // load position
+  const int tx = tid % 16, ty = tid / 16;          // compute position: cols tx + 16 j, rows ty + 16 i
+
+  float xr[kXLoads], wr[kWLoads];
+  const auto fetch = [&](int k0) {
+    const int k = k0 + lk;
+#pragma unroll
+    for (int i = 0; i < kXLoads; ++i) {
+      const int m = m0 + lr + kLoadRowStep * i;
+      xr[i] = (m < M && k < in) ? X[static_cast<size_t>(m) * in + k] : 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < kWLoads; ++i) {
+      const int n = n0 + lr + kLoadRowStep * i;
+      wr[i] = (n < out && k < in) ? to_f32(W[static_cast<size_t>(n) * in + k]) : 0.f;
+    }
+  };
+
+  float acc[kThrRows][kThrCols] = {};
+  fetch(0);
+  for (int k0 = 0; k0 < in; k0 += kTileK) {
+#pragma unroll
+    for (int i = 0; i < kXLoads; ++i) xs[lk][lr + kLoadRowStep * i] = xr[i];
+#pragma unroll
+    for (int i = 0; i < kWLoads; ++i) ws[lk][lr + kLoadRowStep * i] = wr[i];
+    __syncthreads();
+    if (k0 + kTileK < in) fetch(k0 + kTileK);  // next tile's loads fly during this tile's FMAs
+#pragma unroll 8
+    for (int k = 0; k < kTileK; ++k) {
+      float a[kThrRows], b[kThrCols];
+#pragma unroll
+      for (int i = 0; i < kThrRows; ++i) a[i] = xs[k][ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < kThrCols; ++j) b[j] = ws[k][tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < kThrRows; ++i)
+#pragma unroll
+        for (int j = 0; j < kThrCols; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < kThrRows; ++i) {
+    const int m = m0 + ty + 16 * i;
+    if (m >= M) continue;
+#pragma unroll
+    for (int j = 0; j < kThrCols; ++j) {
+      const int n = n0 + tx + 16 * j;
+      if (n >= out) continue;
+      float* y = Y + static_cast<size_t>(m) * out + n;
+      *y = beta == 0.f ? acc[i][j] : acc[i][j] + beta * *y;
+    }
+  }
+}
+
+__global__ void to_bf16_kernel(size_t n, const float* __restrict__ in, __nv_bfloat16* __restrict__ out) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __float2bfloat16_rn(in[i]);
 }
 
 }  // namespace
@@ -49,17 +137,32 @@ void gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int M, int N, int K
                                    lda, &beta, C, ldc));
 }
 
-void gemm_rows(cublasHandle_t handle, int M, int in, int out, const float* X, const float* W,
-               float beta, float* Y) {
-  gemm(handle, false, true, M, out, in, 1.f, X, in, W, in, beta, Y, out);
+template <class Wt>
+void linear_rows(int M, int in, int out, const float* X, const Wt* W, float beta, float* Y,
+                 cudaStream_t stream, bool pdl) {
+  MAMBARL_CHECK(M > 0 && in > 0 && out > 0,
+                "linear_rows: sizes must be positive (M " << M << ", in " << in << ", out " << out << ")");
+  MAMBARL_CHECK(M <= 65535 * kRowsM, "linear_rows: M " << M << " exceeds the grid's y limit");
+  const dim3 grid((out + kColsN - 1) / kColsN, (M + kRowsM - 1) / kRowsM);
+  launch_kernel(pdl, linear_rows_kernel<Wt>, grid, kGemmThreads, 0, stream, M, in, out, X, W, beta, Y);
+}
+
+template void linear_rows<float>(int, int, int, const float*, const float*, float, float*,
+                                 cudaStream_t, bool);
+template void linear_rows<__nv_bfloat16>(int, int, int, const float*, const __nv_bfloat16*, float,
+                                         float*, cudaStream_t, bool);
+
+void to_bf16(size_t n, const float* in, __nv_bfloat16* out, cudaStream_t stream) {
+  MAMBARL_CHECK(n > 0, "to_bf16: n must be positive");
+  to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, in, out);
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 
 void linear_small(int M, int in, int out, const float* X, const float* W, const float* b, float* Y,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, bool pdl) {
   MAMBARL_CHECK(M > 0 && in > 0 && out > 0, "linear_small: sizes must be positive");
-  linear_small_kernel<<<blocks_for(static_cast<size_t>(M) * out), kThreads, 0, stream>>>(M, in, out,
-                                                                                        X, W, b, Y);
-  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  launch_kernel(pdl, linear_small_kernel, blocks_for(static_cast<size_t>(M) * out), kThreads, 0,
+                stream, M, in, out, X, W, b, Y);
 }
 
 void fold_norm(int rows, int cols, const float* W, const float* w, float* out, cudaStream_t stream) {

@@ -4,88 +4,62 @@
 
 #include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/state_rows.cuh"
 
 namespace mambarl::cuda {
 
 namespace {
 
-constexpr int kMaxThreads = 256;
+constexpr int kPreThreads = 256, kStateThreads = 128, kNegExpThreads = 256;
+constexpr int TB = kMamba1PreEnvs;
+// Chunks of H one state thread loads before its first use: with VW = 4 and
+// d_state 16 the whole row is in flight at once.
+constexpr int kStateChunks = 4;
 
-// The per-element SSM update of one channel e, on chunks of VW states n.
-struct Mamba1RowOp {
-  const float* a;      // (E, N) global, read-only
-  const float* delta;  // (E) shared: Δ
-  const float* dx;     // (E) shared: Δ ⊙ xc
-  const float* bvec;   // (N) shared: B_t
-  const float* cvec;   // (N) shared: C_t
-  int N;
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
 
-  // H = exp(Δ A) ⊙ H + (Δ xc) B, as the CPU's ssm_step.
-  template <int VW>
-  __device__ Chunk<VW> step(int e, int n0, const Chunk<VW>& old) const {
-    const Chunk<VW> av = load_param_chunk<VW>(a + static_cast<size_t>(e) * N + n0);
-    const float dl = delta[e], x = dx[e];
-    Chunk<VW> nv;
-#pragma unroll
-    for (int j = 0; j < VW; ++j) nv.v[j] = expf(dl * av.v[j]) * old.v[j] + x * bvec[n0 + j];
-    return nv;
-  }
-  template <int VW>
-  __device__ float dot(int, int n0, const Chunk<VW>& nv) const {
-    float s = 0.f;
-#pragma unroll
-    for (int j = 0; j < VW; ++j) s += nv.v[j] * cvec[n0 + j];
-    return s;
-  }
-};
-
-struct Smem {
-  float *red, *xc, *delta, *dx, *y, *dbc, *part;
-};
-
-__device__ Smem carve(float* base, const Mamba1Dims& d) {
-  Smem s;
-  s.red = base;
-  s.xc = s.red + 32;
-  s.delta = s.xc + d.E;
-  s.dx = s.delta + d.E;
-  s.y = s.dx + d.E;
-  s.dbc = s.y + d.E;
-  s.part = s.dbc + d.R + 2 * d.N;
-  return s;
+// Shared memory of the pre kernel: xc (TB, E), [δ B C] (TB, R+2N), r (TB).
+size_t pre_smem_bytes(const Mamba1Dims& d) {
+  return static_cast<size_t>(TB) * (d.E + d.R + 2 * d.N + 1) * sizeof(float);
 }
 
-size_t smem_bytes(const Mamba1Dims& d, int threads) {
-  const size_t floats = 32 + 4 * static_cast<size_t>(d.E) + d.R + 2 * d.N +
-                        StateRows<1>::scratch_floats(threads);
-  return floats * sizeof(float);
-}
-
-template <int VW>
-__global__ void __launch_bounds__(kMaxThreads)
-    mamba1_step_kernel(Mamba1Dims d, Mamba1Weights w, const float* __restrict__ h,
-                       const float* __restrict__ xz, const uint8_t* __restrict__ starts,
-                       const float* state_in, float* state_out, size_t stride,
-                       float* __restrict__ gated) {
+template <class Wt>
+__global__ void __launch_bounds__(kPreThreads)
+    mamba1_pre_kernel(Mamba1Dims d, Mamba1Weights<Wt> w, int B, const float* __restrict__ h,
+                      const float* __restrict__ xz, const uint8_t* __restrict__ starts,
+                      const float* state_in, float* state_out, size_t stride,
+                      float* __restrict__ act) {
+  pdl_enter();
   extern __shared__ float smem[];
-  const Smem s = carve(smem, d);
-  const int b = blockIdx.x, E = d.E, N = d.N, K = d.K, R = d.R;
-  const bool start = starts[b] != 0;
-  const float* st_in = state_in + static_cast<size_t>(b) * stride;
-  float* st_out = state_out + static_cast<size_t>(b) * stride;
+  const int E = d.E, N = d.N, K = d.K, R = d.R, J = R + 2 * N, W = d.act_floats();
+  float* xs = smem;             // (TB, E)
+  float* dbc = xs + TB * E;     // (TB, J)
+  float* rs = dbc + TB * J;     // (TB)
+  const int b0 = static_cast<int>(blockIdx.x) * TB, nb = min(TB, B - b0);
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int nwarps = static_cast<int>(blockDim.x) >> 5;
 
-  // The first tile of H is independent of everything below: start its loads now.
-  StateRows<VW> rows(E, N);
-  rows.load(st_in, start, 0);
+  // r = 1/rms(h_b): one warp per env, as the CPU's rmsnorm_forward.
+  for (int t = warp; t < nb; t += nwarps) {
+    const float* hb = h + static_cast<size_t>(b0 + t) * d.D;
+    float s = 0.f;
+    for (int i = lane; i < d.D; i += 32) s += hb[i] * hb[i];
+    s = warp_sum(s);
+    if (lane == 0) rs[t] = 1.f / sqrtf(s / static_cast<float>(d.D) + kNormEpsF);
+  }
+  __syncthreads();
 
-  const float r = block_rms_inv(h + static_cast<size_t>(b) * d.D, d.D, s.red);
-  const float* xzb = xz + static_cast<size_t>(b) * 2 * E;
-
-  // Causal depthwise conv over [window, x_t], then the window shifts by one.
-  const float* win_in = st_in + static_cast<size_t>(E) * N;  // (K-1, E)
-  float* win_out = st_out + static_cast<size_t>(E) * N;
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+  // Causal depthwise conv over [window, x_t], then the window shifts by one;
+  // silu(z) for the state kernel's gate.
+  for (int i = tid; i < nb * E; i += blockDim.x) {
+    const int t = i / E, e = i % E, b = b0 + t;
+    const bool start = starts[b] != 0;
+    const float r = rs[t];
+    const float* xzb = xz + static_cast<size_t>(b) * 2 * E;
+    const float* win_in = state_in + static_cast<size_t>(b) * stride + static_cast<size_t>(E) * N;
+    float* win_out = state_out + static_cast<size_t>(b) * stride + static_cast<size_t>(E) * N;
     float win[kMamba1MaxConv - 1];
 #pragma unroll
     for (int k = 0; k < kMamba1MaxConv - 1; ++k)
@@ -101,42 +75,106 @@ __global__ void __launch_bounds__(kMaxThreads)
     for (int k = 0; k < kMamba1MaxConv - 2; ++k)
       if (k < K - 2) win_out[static_cast<size_t>(k) * E + e] = win[k + 1];
     if (K >= 2) win_out[static_cast<size_t>(K - 2) * E + e] = x;
-    s.xc[e] = acc * sigmoidf_ref(acc);
+    const float xc = acc * sigmoidf_ref(acc);
+    const float z = r * xzb[E + e];
+    xs[t * E + e] = xc;
+    float* ab = act + static_cast<size_t>(b) * W;
+    ab[e] = xc;
+    ab[2 * E + e] = z * sigmoidf_ref(z);
   }
   __syncthreads();
 
-  // [δ B C] = W_x xc: one warp per output row, lanes over E.
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  for (int j = warp; j < R + 2 * N; j += nwarps) {
-    const float* wr = w.x_proj + static_cast<size_t>(j) * E;
-    float acc = 0.f;
-    for (int e = lane; e < E; e += 32) acc += __ldg(wr + e) * s.xc[e];
-    acc = warp_sum(acc);
-    if (lane == 0) s.dbc[j] = acc;
+  // [δ B C] = W_x xc: one warp per row of W_x, lanes over E, every env of
+  // the tile against the same loaded weight.
+  for (int j = warp; j < J; j += nwarps) {
+    const Wt* wr = w.x_proj + static_cast<size_t>(j) * E;
+    float acc[TB] = {};
+    for (int e = lane; e < E; e += 32) {
+      const float wv = to_f32(wr[e]);
+#pragma unroll
+      for (int t = 0; t < TB; ++t)
+        if (t < nb) acc[t] = fmaf(wv, xs[t * E + e], acc[t]);
+    }
+#pragma unroll
+    for (int t = 0; t < TB; ++t) acc[t] = warp_sum(acc[t]);
+    if (lane == 0)
+#pragma unroll
+      for (int t = 0; t < TB; ++t)
+        if (t < nb) dbc[t * J + j] = acc[t];
   }
   __syncthreads();
 
   // Δ = softplus(W_dt δ + b_dt), in the CPU's overflow-free form.
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    const float* we = w.dt_w + static_cast<size_t>(e) * R;
+  for (int i = tid; i < nb * E; i += blockDim.x) {
+    const int t = i / E, e = i % E;
+    const Wt* we = w.dt_w + static_cast<size_t>(e) * R;
+    const float* dl = dbc + t * J;
     float v = 0.f;
-    for (int k = 0; k < R; ++k) v += __ldg(we + k) * s.dbc[k];
+    for (int k = 0; k < R; ++k) v += to_f32(we[k]) * dl[k];
     v += __ldg(w.dt_b + e);
-    const float delta = fmaxf(v, 0.f) + log1pf(expf(-fabsf(v)));
-    s.delta[e] = delta;
-    s.dx[e] = delta * s.xc[e];
+    act[static_cast<size_t>(b0 + t) * W + E + e] = fmaxf(v, 0.f) + log1pf(expf(-fabsf(v)));
   }
-  __syncthreads();
-
-  const Mamba1RowOp op{w.a, s.delta, s.dx, s.dbc + R, s.dbc + R + N, N};
-  rows.run(st_in, st_out, start, op, s.part, s.y);
-
-  // y = H C + D xc, gated by silu(z).
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    const float y = s.y[e] + __ldg(w.d_skip + e) * s.xc[e];
-    const float z = r * xzb[E + e];
-    gated[static_cast<size_t>(b) * E + e] = y * z * sigmoidf_ref(z);
+  for (int i = tid; i < nb * 2 * N; i += blockDim.x) {
+    const int t = i / (2 * N), n = i % (2 * N);
+    const int col = n < N ? d.b_off() + n : d.c_off() + n - N;
+    act[static_cast<size_t>(b0 + t) * W + col] = dbc[t * J + R + n];
   }
+}
+
+// One thread per (env b, channel e): H[e, :] in kStateChunks chunks of VW
+// states at a time, all loaded before the first is used.
+template <int VW>
+__global__ void __launch_bounds__(kStateThreads)
+    mamba1_state_kernel(Mamba1Dims d, const float* __restrict__ a, const float* __restrict__ d_skip,
+                        int B, const uint8_t* __restrict__ starts, const float* state_in,
+                        float* state_out, size_t stride, const float* __restrict__ act,
+                        float* __restrict__ gated) {
+  pdl_enter();
+  const int E = d.E, N = d.N;
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<size_t>(B) * E) return;
+  const int b = static_cast<int>(i / E), e = static_cast<int>(i % E);
+  const bool start = starts[b] != 0;
+  const float* h_in = state_in + static_cast<size_t>(b) * stride + static_cast<size_t>(e) * N;
+  float* h_out = state_out + static_cast<size_t>(b) * stride + static_cast<size_t>(e) * N;
+  const float* ab = act + static_cast<size_t>(b) * d.act_floats();
+  const float* bv = ab + d.b_off();
+  const float* cv = ab + d.c_off();
+  const float* ae = a + static_cast<size_t>(e) * N;
+  const float xc = ab[e], delta = ab[E + e], gate = ab[2 * E + e];
+  const float dx = delta * xc;
+
+  float y = 0.f;
+  for (int n0 = 0; n0 < N; n0 += kStateChunks * VW) {
+    Chunk<VW> old[kStateChunks];
+#pragma unroll
+    for (int c = 0; c < kStateChunks; ++c) {
+      const int n = n0 + c * VW;
+      if (n < N && !start) {
+        old[c] = load_chunk<VW>(h_in + n);
+      } else {
+#pragma unroll
+        for (int j = 0; j < VW; ++j) old[c].v[j] = 0.f;
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kStateChunks; ++c) {
+      const int n = n0 + c * VW;
+      if (n >= N) continue;
+      const Chunk<VW> av = load_param_chunk<VW>(ae + n);
+      const Chunk<VW> bc = load_param_chunk<VW>(bv + n);
+      const Chunk<VW> cc = load_param_chunk<VW>(cv + n);
+      Chunk<VW> nv;
+#pragma unroll
+      for (int j = 0; j < VW; ++j) {
+        nv.v[j] = expf(delta * av.v[j]) * old[c].v[j] + dx * bc.v[j];
+        y += nv.v[j] * cc.v[j];
+      }
+      store_chunk<VW>(h_out + n, nv);
+    }
+  }
+  y += __ldg(d_skip + e) * xc;
+  gated[i] = y * gate;
 }
 
 __global__ void neg_exp_kernel(int n, const float* __restrict__ in, float* __restrict__ out) {
@@ -144,23 +182,16 @@ __global__ void neg_exp_kernel(int n, const float* __restrict__ in, float* __res
   if (i < n) out[i] = -expf(in[i]);
 }
 
-int vector_width(const Mamba1Dims& d, const Mamba1Weights& w, const float* in, const float* out,
-                 size_t stride) {
+bool vector_ok(const Mamba1Dims& d, const float* a, const float* in, const float* out,
+               const float* act, size_t stride) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return (d.N % 4 == 0 && stride % 4 == 0 && aligned(in) && aligned(out) && aligned(w.a)) ? 4 : 1;
+  return d.N % 4 == 0 && stride % 4 == 0 && aligned(in) && aligned(out) && aligned(a) &&
+         aligned(act);
 }
 
-int threads_for(const Mamba1Dims& d, int vw) {
-  const int q = d.N / vw, chunks = d.E * q, u = kStateRowsUnroll;
-  int t = (chunks + u - 1) / u;
-  t = std::max(t, (q + u - 1) / u);  // one row must fit in a tile
-  t = (t + 31) / 32 * 32;
-  return std::min(std::max(t, 32), kMaxThreads);
-}
-
-template <int VW>
-void set_smem_limit(size_t bytes) {
-  MAMBARL_CUDA_CHECK(cudaFuncSetAttribute(mamba1_step_kernel<VW>,
+template <class Wt>
+void set_pre_smem_limit(size_t bytes) {
+  MAMBARL_CUDA_CHECK(cudaFuncSetAttribute(mamba1_pre_kernel<Wt>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(bytes)));
 }
@@ -169,7 +200,7 @@ void set_smem_limit(size_t bytes) {
 
 void mamba1_derive_a(int n, const float* a_log, float* a, cudaStream_t stream) {
   MAMBARL_CHECK(n > 0, "mamba1_derive_a: n must be positive, got " << n);
-  neg_exp_kernel<<<(n + kMaxThreads - 1) / kMaxThreads, kMaxThreads, 0, stream>>>(n, a_log, a);
+  neg_exp_kernel<<<(n + kNegExpThreads - 1) / kNegExpThreads, kNegExpThreads, 0, stream>>>(n, a_log, a);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 
@@ -179,32 +210,59 @@ void mamba1_step_configure(const Mamba1Dims& d) {
                                                          << ", R " << d.R << ")");
   MAMBARL_CHECK(d.K >= 1 && d.K <= kMamba1MaxConv,
                 "mamba1 step: d_conv must be in [1, " << kMamba1MaxConv << "], got " << d.K);
-  MAMBARL_CHECK(d.N <= kMaxThreads * kStateRowsUnroll,
-                "mamba1 step: d_state " << d.N << " exceeds " << kMaxThreads * kStateRowsUnroll);
-  const size_t bytes = smem_bytes(d, kMaxThreads);
+  const size_t bytes = pre_smem_bytes(d);
   const size_t limit = max_smem_per_block_optin();
   MAMBARL_CHECK(bytes <= limit,
                 "mamba1 step: d_inner " << d.E << " needs " << bytes
                                         << " bytes of shared memory per block, the device has "
                                         << limit);
-  set_smem_limit<1>(bytes);
-  set_smem_limit<4>(bytes);
+  set_pre_smem_limit<float>(bytes);
+  set_pre_smem_limit<__nv_bfloat16>(bytes);
 }
 
-void mamba1_step(const Mamba1Dims& d, const Mamba1Weights& w, int B, const float* h,
-                 const float* xz, const uint8_t* starts, const float* state_in, float* state_out,
-                 size_t stride, float* gated, cudaStream_t stream) {
+template <class Wt>
+void mamba1_pre(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h,
+                const float* xz, const uint8_t* starts, const float* state_in, float* state_out,
+                size_t stride, float* act, cudaStream_t stream, bool pdl) {
   MAMBARL_CHECK(B > 0, "mamba1 step: batch must be positive, got " << B);
-  const int vw = vector_width(d, w, state_in, state_out, stride);
-  const int threads = threads_for(d, vw);
-  const size_t smem = smem_bytes(d, threads);
-  if (vw == 4)
-    mamba1_step_kernel<4><<<B, threads, smem, stream>>>(d, w, h, xz, starts, state_in, state_out,
-                                                        stride, gated);
-  else
-    mamba1_step_kernel<1><<<B, threads, smem, stream>>>(d, w, h, xz, starts, state_in, state_out,
-                                                        stride, gated);
-  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  launch_kernel(pdl, mamba1_pre_kernel<Wt>, (B + TB - 1) / TB, kPreThreads, pre_smem_bytes(d), stream,
+                d, w, B, h, xz, starts, state_in, state_out, stride, act);
 }
+
+template <class Wt>
+void mamba1_state(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const uint8_t* starts,
+                  const float* state_in, float* state_out, size_t stride, const float* act,
+                  float* gated, cudaStream_t stream, bool pdl) {
+  MAMBARL_CHECK(B > 0, "mamba1 step: batch must be positive, got " << B);
+  const size_t threads = static_cast<size_t>(B) * d.E;
+  const unsigned blocks = static_cast<unsigned>((threads + kStateThreads - 1) / kStateThreads);
+  launch_kernel(pdl,
+                vector_ok(d, w.a, state_in, state_out, act, stride) ? mamba1_state_kernel<4>
+                                                                    : mamba1_state_kernel<1>,
+                blocks, kStateThreads, 0, stream, d, w.a, w.d_skip, B, starts, state_in, state_out,
+                stride, act, gated);
+}
+
+template <class Wt>
+void mamba1_step(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h,
+                 const float* xz, const uint8_t* starts, const float* state_in, float* state_out,
+                 size_t stride, float* act, float* gated, cudaStream_t stream, bool pdl) {
+  mamba1_pre(d, w, B, h, xz, starts, state_in, state_out, stride, act, stream, pdl);
+  mamba1_state(d, w, B, starts, state_in, state_out, stride, act, gated, stream, pdl);
+}
+
+#define MAMBARL_MAMBA1_INSTANTIATE(Wt)                                                              \
+  template void mamba1_pre<Wt>(const Mamba1Dims&, const Mamba1Weights<Wt>&, int, const float*,     \
+                               const float*, const uint8_t*, const float*, float*, size_t, float*, \
+                               cudaStream_t, bool);                                               \
+  template void mamba1_state<Wt>(const Mamba1Dims&, const Mamba1Weights<Wt>&, int, const uint8_t*, \
+                                 const float*, float*, size_t, const float*, float*, cudaStream_t,  \
+                                 bool);                                                             \
+  template void mamba1_step<Wt>(const Mamba1Dims&, const Mamba1Weights<Wt>&, int, const float*,    \
+                                const float*, const uint8_t*, const float*, float*, size_t, float*, \
+                                float*, cudaStream_t, bool);
+MAMBARL_MAMBA1_INSTANTIATE(float)
+MAMBARL_MAMBA1_INSTANTIATE(__nv_bfloat16)
+#undef MAMBARL_MAMBA1_INSTANTIATE
 
 }  // namespace mambarl::cuda

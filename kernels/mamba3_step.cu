@@ -4,6 +4,7 @@
 
 #include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/state_rows.cuh"
 
 namespace mambarl::cuda {
@@ -97,6 +98,7 @@ __global__ void __launch_bounds__(kMaxThreads)
                        const float* __restrict__ zx, const uint8_t* __restrict__ starts,
                        const float* state_in, float* state_out, size_t stride,
                        float* __restrict__ gated) {
+  pdl_enter();
   extern __shared__ float smem[];
   const Smem s = carve(smem, d);
   const int b = blockIdx.x, E = d.E, N = d.N, P = d.P, H = d.H, G = d.G, Na = d.Na;
@@ -231,18 +233,13 @@ void mamba3_step_configure(const Mamba3Dims& d) {
 
 void mamba3_step(const Mamba3Dims& d, const Mamba3Weights& w, int B, const float* h,
                  const float* zx, const uint8_t* starts, const float* state_in, float* state_out,
-                 size_t stride, float* gated, cudaStream_t stream) {
+                 size_t stride, float* gated, cudaStream_t stream, bool pdl) {
   MAMBARL_CHECK(B > 0, "mamba3 step: batch must be positive, got " << B);
   const int vw = vector_width(d, state_in, state_out, stride);
   const int threads = threads_for(d, vw);
   const size_t smem = smem_bytes(d, threads);
-  if (vw == 4)
-    mamba3_step_kernel<4><<<B, threads, smem, stream>>>(d, w, h, zx, starts, state_in, state_out,
-                                                        stride, gated);
-  else
-    mamba3_step_kernel<1><<<B, threads, smem, stream>>>(d, w, h, zx, starts, state_in, state_out,
-                                                        stride, gated);
-  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  launch_kernel(pdl, vw == 4 ? mamba3_step_kernel<4> : mamba3_step_kernel<1>, B, threads, smem,
+                stream, d, w, h, zx, starts, state_in, state_out, stride, gated);
 }
 
 }  // namespace mambarl::cuda

@@ -44,8 +44,9 @@ void mamba3_step_configure(const Mamba3Dims& d);
 //   starts  (B)                 episode_start flags
 //   state   env b's layer slice at state_in/out + b * stride; in place when equal
 //   gated   (B, E)              out_proj input
+//   pdl     programmatic dependent launch (kernels/launch.cuh)
 void mamba3_step(const Mamba3Dims& d, const Mamba3Weights& w, int B, const float* h,
                  const float* zx, const uint8_t* starts, const float* state_in, float* state_out,
-                 size_t stride, float* gated, cudaStream_t stream);
+                 size_t stride, float* gated, cudaStream_t stream, bool pdl = false);
 
 }  // namespace mambarl::cuda

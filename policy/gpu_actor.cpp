@@ -1,6 +1,6 @@
 #include "policy/gpu_actor.hpp"
 
-#include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,10 +23,6 @@ namespace mambarl {
 
 namespace {
 
-// cuBLAS's recommended workspace on Hopper; set before capture so that no
-// GEMM allocates inside the graph.
-constexpr size_t kCublasWorkspaceBytes = 32u << 20;
-
 size_t align16(size_t n) { return (n + 15) / 16 * 16; }
 
 class Stream {
@@ -41,24 +37,16 @@ class Stream {
   cudaStream_t s_ = nullptr;
 };
 
-class Cublas {
- public:
-  Cublas() { MAMBARL_CUBLAS_CHECK(cublasCreate(&h_)); }
-  ~Cublas() { (void)cublasDestroy(h_); }
-  Cublas(const Cublas&) = delete;
-  Cublas& operator=(const Cublas&) = delete;
-  cublasHandle_t get() const { return h_; }
-
- private:
-  cublasHandle_t h_ = nullptr;
-};
+using bf16 = __nv_bfloat16;
 
 // One layer: what its launches need, with pointers into the parameter and
-// derived buffers (both fixed for the actor's lifetime).
+// derived buffers (all fixed for the actor's lifetime). The *_h pointers are
+// the bf16 shadows, set only for an actor with bf16 weights.
 struct LayerPlan {
   bool mamba3 = false;
   cuda::Mamba1Dims m1;
-  cuda::Mamba1Weights w1;
+  cuda::Mamba1Weights<float> w1;
+  cuda::Mamba1Weights<bf16> w1h;
   cuda::Mamba3Dims m3;
   cuda::Mamba3Weights w3;
   int E = 0, in_rows = 0;
@@ -69,6 +57,10 @@ struct LayerPlan {
   const float* a_log = nullptr;    // (E, N) mamba1
   float* a = nullptr;              // (E, N) mamba1: -exp(A_log), derived
   const float* out_w = nullptr;    // (D, E)
+  bf16* in_w_h = nullptr;          // (in_rows, D) bf16 of in_w_folded
+  bf16* out_w_h = nullptr;         // (D, E)
+  bf16* x_proj_h = nullptr;        // (R+2N, E) mamba1
+  bf16* dt_w_h = nullptr;          // (E, R) mamba1
 };
 
 }  // namespace
@@ -76,6 +68,7 @@ struct LayerPlan {
 struct GpuActor::Impl {
   std::shared_ptr<const ActorCritic<float>> model;
   const int B;
+  const bool bf16_weights;
   int obs_dim = 0, D = 0, L = 0, A = 0, act_width = 0;
   size_t S = 0;  // state floats per env
   long long version = -1;
@@ -83,11 +76,11 @@ struct GpuActor::Impl {
   std::vector<Rng> initial_rngs;  // (B)
 
   Stream stream;
-  Cublas cublas;
-  DeviceBuffer<uint8_t> cublas_ws{kCublasWorkspaceBytes};
   DeviceBuffer<float> params, derived, state, peek_state;  // peek_state: at first peek
+  DeviceBuffer<bf16> derived_h;                            // bf16 shadows, bf16 actors only
   DeviceBuffer<Rng> rngs;
   DeviceBuffer<float> h, proj, gated;      // (B, D), (B, max in_rows), (B, max E)
+  DeviceBuffer<float> act;                 // (B, max Mamba1Dims::act_floats) mamba1 scratch
   size_t obs_bytes = 0;
   PinnedBuffer<uint8_t> in_host;           // [obs f32 (B, obs_dim)][episode_start u8 (B)]
   DeviceBuffer<uint8_t> in_dev;
@@ -100,16 +93,17 @@ struct GpuActor::Impl {
   const float *obs_w = nullptr, *obs_b = nullptr;
   // Declared last: destroyed before the buffers they point into.
   CudaGraph step_graph{"actor step"}, peek_graph{"actor peek"};
+  CudaGraph step_graph_pdl{"actor step (PDL)"}, peek_graph_pdl{"actor peek (PDL)"};
 
   Impl(std::shared_ptr<const ActorCritic<float>> m, const PolicyConfig& cfg, int num_envs,
-       uint64_t seed);
+       uint64_t seed, bool bf16);
   ~Impl() { (void)cudaStreamSynchronize(stream.get()); }
 
   const float* param(const std::string& name, std::vector<int64_t> shape) const;
-  void plan_layers(const PolicyConfig& cfg, size_t& derived_floats);
+  void plan_layers(const PolicyConfig& cfg);
   void derive_weights();
   std::vector<GraphBinding> bindings(bool peek) const;
-  void record(cudaStream_t s, bool peek);
+  void record(cudaStream_t s, bool peek, bool pdl);
   void run(bool peek);
   void sync() const { MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream.get())); }
   float* out_actions() const { return out_dev.data(); }
@@ -126,9 +120,9 @@ const float* GpuActor::Impl::param(const std::string& name, std::vector<int64_t>
   return params.data() + layout[id].offset;
 }
 
-void GpuActor::Impl::plan_layers(const PolicyConfig& cfg, size_t& derived_floats) {
-  std::vector<size_t> folded_off, a_off;
-  derived_floats = 0;
+void GpuActor::Impl::plan_layers(const PolicyConfig& cfg) {
+  std::vector<size_t> folded_off, a_off, h_off;
+  size_t derived_floats = 0, derived_halves = 0;
   for (int l = 0; l < L; ++l) {
     const Mixer<float>& mixer = model->mixer(l);
     MAMBARL_CHECK(mixer.type() == cfg.type, "GpuActor: policy config says '" << cfg.type
@@ -152,6 +146,7 @@ void GpuActor::Impl::plan_layers(const PolicyConfig& cfg, size_t& derived_floats
       p.w1.dt_b = param(pre + "dt_proj.bias", {d.E});
       p.a_log = param(pre + "A_log", {d.E, d.N});
       p.w1.d_skip = param(pre + "D", {d.E});
+      p.w1h = {p.w1.conv_w, p.w1.conv_b, nullptr, nullptr, p.w1.dt_b, nullptr, p.w1.d_skip};
       p.out_w = param(pre + "out_proj.weight", {D, d.E});
       cuda::mamba1_step_configure(d);
     } else if (const auto* m3 = dynamic_cast<const Mamba3Mixer<float>*>(&mixer)) {
@@ -186,20 +181,41 @@ void GpuActor::Impl::plan_layers(const PolicyConfig& cfg, size_t& derived_floats
     derived_floats += align16(static_cast<size_t>(p.in_rows) * D);
     a_off.push_back(derived_floats);
     if (!p.mamba3) derived_floats += align16(static_cast<size_t>(p.m1.E) * p.m1.N);
+    // bf16 shadows, in this order: in_proj (folded), out_proj, then for mamba1 x_proj, dt_proj.
+    h_off.push_back(derived_halves);
+    derived_halves += align16(static_cast<size_t>(p.in_rows) * D) + align16(static_cast<size_t>(D) * p.E);
+    if (!p.mamba3)
+      derived_halves += align16(static_cast<size_t>(p.m1.R + 2 * p.m1.N) * p.E) +
+                        align16(static_cast<size_t>(p.E) * p.m1.R);
     layers.push_back(p);
   }
   derived = DeviceBuffer<float>(std::max<size_t>(derived_floats, 1));
+  if (bf16_weights) derived_h = DeviceBuffer<bf16>(std::max<size_t>(derived_halves, 1));
   for (size_t i = 0; i < layers.size(); ++i) {
-    layers[i].in_w_folded = derived.data() + folded_off[i];
-    if (layers[i].mamba3) continue;
-    layers[i].a = derived.data() + a_off[i];
-    layers[i].w1.a = layers[i].a;
+    LayerPlan& p = layers[i];
+    p.in_w_folded = derived.data() + folded_off[i];
+    if (!p.mamba3) {
+      p.a = derived.data() + a_off[i];
+      p.w1.a = p.w1h.a = p.a;
+    }
+    if (!bf16_weights) continue;
+    bf16* q = derived_h.data() + h_off[i];
+    p.in_w_h = q;
+    q += align16(static_cast<size_t>(p.in_rows) * D);
+    p.out_w_h = q;
+    q += align16(static_cast<size_t>(D) * p.E);
+    if (p.mamba3) continue;
+    p.x_proj_h = q;
+    q += align16(static_cast<size_t>(p.m1.R + 2 * p.m1.N) * p.E);
+    p.dt_w_h = q;
+    p.w1h.x_proj = p.x_proj_h;
+    p.w1h.dt_w = p.dt_w_h;
   }
 }
 
 GpuActor::Impl::Impl(std::shared_ptr<const ActorCritic<float>> m, const PolicyConfig& cfg,
-                     int num_envs, uint64_t seed)
-    : model(std::move(m)), B(num_envs) {
+                     int num_envs, uint64_t seed, bool bf16)
+    : model(std::move(m)), B(num_envs), bf16_weights(bf16) {
   MAMBARL_CHECK(model, "GpuActor: model is null");
   MAMBARL_CHECK(num_envs >= 1, "GpuActor: num_envs must be >= 1, got " << num_envs);
   const ActorCriticSpec& spec = model->spec();
@@ -217,26 +233,22 @@ GpuActor::Impl::Impl(std::shared_ptr<const ActorCritic<float>> m, const PolicyCo
   MAMBARL_CUDA_CHECK(cudaGetDeviceCount(&devices));
   MAMBARL_CHECK(devices > 0, "GpuActor: no CUDA device");
 
-  MAMBARL_CUBLAS_CHECK(cublasSetStream(cublas.get(), stream.get()));
-  // After SetStream, which resets the workspace to cuBLAS's own pool.
-  MAMBARL_CUBLAS_CHECK(cublasSetWorkspace(cublas.get(), cublas_ws.data(), cublas_ws.bytes()));
-  MAMBARL_CUBLAS_CHECK(cublasSetMathMode(cublas.get(), CUBLAS_DEFAULT_MATH));
-
   const size_t Bz = static_cast<size_t>(B);
   params = DeviceBuffer<float>(model->layout().size());
   MAMBARL_CUDA_CHECK(cudaMemset(params.data(), 0, params.bytes()));
-  size_t derived_floats = 0;
-  plan_layers(cfg, derived_floats);
-  int max_rows = 1, max_e = 1;
+  plan_layers(cfg);
+  int max_rows = 1, max_e = 1, max_act = 1;
   for (const auto& p : layers) {
     max_rows = std::max(max_rows, p.in_rows);
     max_e = std::max(max_e, p.E);
+    if (!p.mamba3) max_act = std::max(max_act, p.m1.act_floats());
   }
   state = DeviceBuffer<float>(std::max<size_t>(Bz * S, 1));
   MAMBARL_CUDA_CHECK(cudaMemset(state.data(), 0, state.bytes()));
   h = DeviceBuffer<float>(Bz * D);
   proj = DeviceBuffer<float>(Bz * max_rows);
   gated = DeviceBuffer<float>(Bz * max_e);
+  act = DeviceBuffer<float>(Bz * max_act);
   obs_bytes = Bz * obs_dim * sizeof(float);
   in_host = PinnedBuffer<uint8_t>(obs_bytes + Bz);
   std::memset(in_host.data(), 0, in_host.bytes());
@@ -261,24 +273,31 @@ GpuActor::Impl::Impl(std::shared_ptr<const ActorCritic<float>> m, const PolicyCo
 
   for (int b = 0; b < B; ++b) initial_rngs.emplace_back(seed, 0xAC7000 + static_cast<uint64_t>(b));
   rngs = DeviceBuffer<Rng>(Bz);
-  // Warm-up: one eager step outside capture, so lazy module loading and
-  // cuBLAS's first-call setup never happen inside the graph. With zero
+  // Warm-up: one eager step outside capture, so lazy module loading never
+  // happens inside the graph. With zero
   // weights and a zero state the step leaves the state at zero; the Rngs it
   // advanced are re-seeded below.
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(rngs.data(), initial_rngs.data(), rngs.bytes(),
                                      cudaMemcpyHostToDevice, stream.get()));
-  record(stream.get(), false);
+  record(stream.get(), false, false);
   MAMBARL_CUDA_CHECK(cudaMemsetAsync(state.data(), 0, state.bytes(), stream.get()));
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(rngs.data(), initial_rngs.data(), rngs.bytes(),
                                      cudaMemcpyHostToDevice, stream.get()));
   sync();
-  step_graph.capture(stream.get(), bindings(false), [this](cudaStream_t s) { record(s, false); });
+  step_graph.capture(stream.get(), bindings(false), [this](cudaStream_t s) { record(s, false, false); });
 }
 
 void GpuActor::Impl::derive_weights() {
   for (const auto& p : layers) {
     cuda::fold_norm(p.in_rows, D, p.in_w, p.norm_w, p.in_w_folded, stream.get());
     if (!p.mamba3) cuda::mamba1_derive_a(p.m1.E * p.m1.N, p.a_log, p.a, stream.get());
+    if (!bf16_weights) continue;
+    const auto shadow = [&](size_t n, const float* w, bf16* out) { cuda::to_bf16(n, w, out, stream.get()); };
+    shadow(static_cast<size_t>(p.in_rows) * D, p.in_w_folded, p.in_w_h);
+    shadow(static_cast<size_t>(D) * p.E, p.out_w, p.out_w_h);
+    if (p.mamba3) continue;
+    shadow(static_cast<size_t>(p.m1.R + 2 * p.m1.N) * p.E, p.w1.x_proj, p.x_proj_h);
+    shadow(static_cast<size_t>(p.E) * p.m1.R, p.w1.dt_w, p.dt_w_h);
   }
   sync();
 }
@@ -288,16 +307,17 @@ std::vector<GraphBinding> GpuActor::Impl::bindings(bool peek) const {
       GraphBinding::value("batch", B),
       GraphBinding::buffer("params", params),
       GraphBinding::buffer("derived weights", derived),
+      GraphBinding::buffer("bf16 weights", derived_h),
       GraphBinding::buffer("state", state),
       GraphBinding::buffer("rngs", rngs),
       GraphBinding::buffer("residual stream", h),
       GraphBinding::buffer("in_proj output", proj),
       GraphBinding::buffer("out_proj input", gated),
+      GraphBinding::buffer("mamba1 scratch", act),
       GraphBinding::buffer("pinned input", in_host),
       GraphBinding::buffer("device input", in_dev),
       GraphBinding::buffer("pinned output", out_host),
       GraphBinding::buffer("device output", out_dev),
-      GraphBinding::buffer("cuBLAS workspace", cublas_ws),
   };
   if (peek) {
     b.push_back(GraphBinding::buffer("peek state", peek_state));
@@ -309,7 +329,9 @@ std::vector<GraphBinding> GpuActor::Impl::bindings(bool peek) const {
 // Everything one step enqueues on s; captured once, or run eagerly. A peek
 // reads the state and writes the step's new state into peek_state (which is
 // discarded), with no episode starts, no sampling, and only values copied back.
-void GpuActor::Impl::record(cudaStream_t s, bool peek) {
+// pdl: every kernel but the first (whose predecessor is the H2D copy) is
+// launched with programmatic dependent launch.
+void GpuActor::Impl::record(cudaStream_t s, bool peek, bool pdl) {
   float* obs = reinterpret_cast<float*>(in_dev.data());
   const uint8_t* starts = peek ? zero_flags.data() : in_dev.data() + obs_bytes;
   float* state_out = peek ? peek_state.data() : state.data();
@@ -317,18 +339,29 @@ void GpuActor::Impl::record(cudaStream_t s, bool peek) {
                                      cudaMemcpyHostToDevice, s));
   cuda::linear_small(B, obs_dim, D, obs, obs_w, obs_b, h.data(), s);
   for (const auto& p : layers) {
-    cuda::gemm_rows(cublas.get(), B, D, p.in_rows, h.data(), p.in_w_folded, 0.f, proj.data());
-    if (p.mamba3)
-      cuda::mamba3_step(p.m3, p.w3, B, h.data(), proj.data(), starts, state.data() + p.state_off,
-                        state_out + p.state_off, S, gated.data(), s);
+    const float* st_in = state.data() + p.state_off;
+    float* st_out = state_out + p.state_off;
+    if (bf16_weights)
+      cuda::linear_rows(B, D, p.in_rows, h.data(), p.in_w_h, 0.f, proj.data(), s, pdl);
     else
-      cuda::mamba1_step(p.m1, p.w1, B, h.data(), proj.data(), starts, state.data() + p.state_off,
-                        state_out + p.state_off, S, gated.data(), s);
+      cuda::linear_rows(B, D, p.in_rows, h.data(), p.in_w_folded, 0.f, proj.data(), s, pdl);
+    if (p.mamba3)
+      cuda::mamba3_step(p.m3, p.w3, B, h.data(), proj.data(), starts, st_in, st_out, S, gated.data(), s,
+                        pdl);
+    else if (bf16_weights)
+      cuda::mamba1_step(p.m1, p.w1h, B, h.data(), proj.data(), starts, st_in, st_out, S, act.data(),
+                        gated.data(), s, pdl);
+    else
+      cuda::mamba1_step(p.m1, p.w1, B, h.data(), proj.data(), starts, st_in, st_out, S, act.data(),
+                        gated.data(), s, pdl);
     // h += W_out gated: the residual add is the GEMM's beta = 1.
-    cuda::gemm_rows(cublas.get(), B, p.E, D, gated.data(), p.out_w, 1.f, h.data());
+    if (bf16_weights)
+      cuda::linear_rows(B, p.E, D, gated.data(), p.out_w_h, 1.f, h.data(), s, pdl);
+    else
+      cuda::linear_rows(B, p.E, D, gated.data(), p.out_w, 1.f, h.data(), s, pdl);
   }
   cuda::heads_sample(head_dims, head_w, B, h.data(), rngs.data(), !peek, out_actions(), out_logp(),
-                     out_values(), s);
+                     out_values(), s, pdl);
   if (peek)
     MAMBARL_CUDA_CHECK(cudaMemcpyAsync(out_host.data() + (out_values() - out_dev.data()), out_values(),
                                        static_cast<size_t>(B) * sizeof(float),
@@ -340,27 +373,28 @@ void GpuActor::Impl::record(cudaStream_t s, bool peek) {
 
 void GpuActor::Impl::run(bool peek) {
   if (mode == Launch::eager) {
-    record(stream.get(), peek);
+    record(stream.get(), peek, false);
     return;
   }
-  CudaGraph& g = peek ? peek_graph : step_graph;
+  const bool pdl = mode == Launch::graph_pdl;
+  CudaGraph& g = pdl ? (peek ? peek_graph_pdl : step_graph_pdl) : (peek ? peek_graph : step_graph);
   if (!g.captured())
-    g.capture(stream.get(), bindings(peek), [this, peek](cudaStream_t s) { record(s, peek); });
+    g.capture(stream.get(), bindings(peek),
+              [this, peek, pdl](cudaStream_t s) { record(s, peek, pdl); });
   g.launch(stream.get());
 }
 
 // ---------------------------------------------------------------------------
 
 GpuActor::GpuActor(std::shared_ptr<const ActorCritic<float>> model, const PolicyConfig& cfg,
-                   int num_envs, uint64_t seed, bool bf16_weights) {
-  MAMBARL_CHECK(!bf16_weights, "GpuActor: bf16 weights are not supported yet; use float32 weights");
-  impl_ = std::make_unique<Impl>(std::move(model), cfg, num_envs, seed);
-}
+                   int num_envs, uint64_t seed, bool bf16_weights)
+    : impl_(std::make_unique<Impl>(std::move(model), cfg, num_envs, seed, bf16_weights)) {}
 
 GpuActor::~GpuActor() = default;
 
 int GpuActor::num_envs() const { return impl_->B; }
 size_t GpuActor::state_size() const { return impl_->S; }
+bool GpuActor::bf16_weights() const { return impl_->bf16_weights; }
 long long GpuActor::weights_version() const { return impl_->version; }
 void GpuActor::set_launch(Launch mode) { impl_->mode = mode; }
 GpuActor::Launch GpuActor::launch() const { return impl_->mode; }

@@ -1,9 +1,10 @@
 // The actor role on the GPU (CpuActor's twin, policy/cpu_actor.hpp): one
 // recurrent state slot per env on the device, and a T=1 step that is ONE
 // CUDA graph replay: the H2D copy of obs + episode_start flags from pinned
-// memory, the observation projection, every layer (in_proj GEMM, the fused
-// mixer step kernel that reads and writes the layer's state once, out_proj
-// GEMM with the residual add), the final norm, both heads, sampling with a
+// memory, the observation projection, every layer (in_proj GEMM, the mixer
+// step that reads and writes the layer's state once: one fused kernel for
+// Mamba-3, a per-env-tile pre kernel + a streaming state kernel for Mamba-1,
+// out_proj GEMM with the residual add), the final norm, both heads, sampling with a
 // per-env device Rng, and the D2H copy of actions/logp/values. Host work per
 // step: two memcpys into/out of pinned staging and one stream sync.
 //
@@ -33,10 +34,16 @@ struct PolicyConfig;
 class GpuActor {
  public:
   // graph: act() replays the captured graph; eager: it launches the same
-  // kernels one by one (the graph's reference, and the bench's baseline).
-  enum class Launch { graph, eager };
+  // kernels one by one (the graph's reference, and the bench's baseline);
+  // graph_pdl: a graph whose kernels use programmatic dependent launch
+  // (kernels/launch.cuh), captured at its first use, same results bit for bit.
+  enum class Launch { graph, eager, graph_pdl };
 
-  // bf16_weights is refused for now (float32 weights only).
+  // bf16_weights: the f32 parameters are uploaded as they are (the master
+  // copy) and set_weights derives bf16 shadows of the matrices in_proj (with
+  // the pre-norm weight folded in), out_proj and, for mamba1, x_proj and
+  // dt_proj; the step reads those and computes in f32 with f32 state. The
+  // small observation projection, heads and per-channel vectors stay f32.
   GpuActor(std::shared_ptr<const ActorCritic<float>> model, const PolicyConfig& cfg, int num_envs,
            uint64_t seed, bool bf16_weights = false);
   ~GpuActor();
@@ -45,6 +52,7 @@ class GpuActor {
 
   int num_envs() const;
   size_t state_size() const;  // floats per env, all layers
+  bool bf16_weights() const;
   void set_weights(const float* w, size_t n, long long version);
   long long weights_version() const;
 

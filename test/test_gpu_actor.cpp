@@ -117,14 +117,27 @@ std::vector<float> unwrap_angles_like(const ActorCritic<float>& m, int B, std::v
   return gpu;
 }
 
+// How close the GPU actor must stay to the f32 CPU actor.
+struct Tolerance {
+  double rel, elem_rtol, elem_atol;  // normwise, then elementwise with a floor
+  // A uniform this close to a CDF boundary may fall on either side under the
+  // logits' differences; farther away, actions must agree.
+  double cdf_margin;
+  double min_checked;  // fraction of draws that must be compared (not near a boundary)
+  bool check_state;
+};
+
 // The f32 bound of DESIGN.md "Numerics". The paths differ only in summation
-// order (cuBLAS vs Eigen GEMMs, tree vs serial sums) and in the pre-norm
+// order (tiled vs Eigen GEMMs, tree vs serial sums) and in the pre-norm
 // weight being folded into in_proj, i.e. rounding at ~1e-6; the elementwise
 // floor keeps near-zero entries from dominating.
-constexpr double kRelTol = 1e-4, kElemRtol = 1e-3, kElemAtol = 1e-4;
-// A uniform this close to a CDF boundary may fall on either side under f32
-// rounding differences of the logits; farther away, actions must agree.
-constexpr double kCdfMargin = 1e-4;
+constexpr Tolerance kF32{1e-4, 1e-3, 1e-4, 1e-4, 0.9, true};
+// bf16 weights (8 mantissa bits, relative rounding 2^-9 per weight) through
+// L layers of GEMMs and a recurrence over 120 steps: the issue's bound is
+// 2e-2 normwise on values and logp. Logits move by ~1e-2 at most, so draws
+// within 2e-2 of a CDF boundary are not compared (more of them, hence 0.7).
+// The state itself is not bounded by the issue and not compared.
+constexpr Tolerance kBf16{2e-2, 5e-2, 2e-2, 2e-2, 0.7, false};
 
 struct ActorPair {
   std::shared_ptr<ActorCritic<float>> model;
@@ -134,8 +147,8 @@ struct ActorPair {
     model = make_actor_critic<float>(cfg, c.obs_dim, c.head);
     weights = random_weights(*model, seed);
   }
-  GpuActor gpu(int B, uint64_t seed) const {
-    return GpuActor(model, cfg, B, seed);
+  GpuActor gpu(int B, uint64_t seed, bool bf16 = false) const {
+    return GpuActor(model, cfg, B, seed, bf16);
   }
 };
 
@@ -143,17 +156,19 @@ struct ActorPair {
 
 BOOST_AUTO_TEST_SUITE(gpu_actor, *utf::precondition(gpu_or_required))
 
+namespace {
+
 // 120 steps with random obs and random episode starts: values, logp, actions
-// (where the draw is not on a CDF boundary), peeked values and the recurrent
-// state against the CPU actor.
-BOOST_AUTO_TEST_CASE(matches_cpu_actor) {
-  require_gpu();
+// (where the draw is not on a CDF boundary), peeked values and (f32) the
+// recurrent state against the f32 CPU actor.
+void check_against_cpu_actor(bool bf16, const Tolerance& tol) {
   const int B = 37, T = 120;
   for (const Case& c : cases()) {
-    BOOST_TEST_CONTEXT("case " << c.name) {
+    BOOST_TEST_CONTEXT("case " << c.name << (bf16 ? " bf16" : " f32")) {
       ActorPair ap(c, 11);
       CpuActor cpu(ap.model, B, 5);
-      GpuActor gpu(ap.model, ap.cfg, B, 5);
+      GpuActor gpu = ap.gpu(B, 5, bf16);
+      BOOST_CHECK(gpu.bf16_weights() == bf16);
       cpu.set_weights(ap.weights.data(), ap.weights.size(), 1);
       gpu.set_weights(ap.weights.data(), ap.weights.size(), 1);
       const int aw = c.head.act_width(), A = c.head.action_dim;
@@ -185,7 +200,7 @@ BOOST_AUTO_TEST_CASE(matches_cpu_actor) {
             cdf += std::exp(static_cast<double>(lp[static_cast<size_t>(i)]));
             margin = std::min(margin, std::abs(u - cdf));
           }
-          if (margin > kCdfMargin) {
+          if (margin > tol.cdf_margin) {
             ++checked;
             BOOST_CHECK_MESSAGE(in_g.actions[b] == in_c.actions[b],
                                 "step " << t << " env " << b << ": action " << in_g.actions[b]
@@ -196,30 +211,32 @@ BOOST_AUTO_TEST_CASE(matches_cpu_actor) {
           if (in_g.actions[b] != in_c.actions[b]) lp_c[b] = lp_g[b] = 0;  // different actions' logp
         }
         MAMBARL_CHECK_CLOSE_REL("step " << t << " values", vec(in_g.values), vec(in_c.values),
-                                kRelTol, kElemRtol, kElemAtol);
-        MAMBARL_CHECK_CLOSE_REL("step " << t << " logp", vec(lp_g), vec(lp_c), kRelTol, kElemRtol,
-                                kElemAtol);
+                                tol.rel, tol.elem_rtol, tol.elem_atol);
+        MAMBARL_CHECK_CLOSE_REL("step " << t << " logp", vec(lp_g), vec(lp_c), tol.rel,
+                                tol.elem_rtol, tol.elem_atol);
         if (!c.head.discrete)
           MAMBARL_CHECK_CLOSE_REL("step " << t << " actions", vec(in_g.actions), vec(in_c.actions),
-                                  kRelTol, kElemRtol, kElemAtol);
+                                  tol.rel, tol.elem_rtol, tol.elem_atol);
         if (t % 30 == 29) {
           std::vector<float> pv_c(static_cast<size_t>(B)), pv_g(static_cast<size_t>(B));
           const std::vector<float> before = gpu.state();
           cpu.peek_values(in_c.obs.data(), pv_c.data());
           gpu.peek_values(in_c.obs.data(), pv_g.data());
-          MAMBARL_CHECK_CLOSE_REL("step " << t << " peeked values", vec(pv_g), vec(pv_c), kRelTol,
-                                  kElemRtol, kElemAtol);
+          MAMBARL_CHECK_CLOSE_REL("step " << t << " peeked values", vec(pv_g), vec(pv_c), tol.rel,
+                                  tol.elem_rtol, tol.elem_atol);
           BOOST_CHECK_MESSAGE(gpu.state() == before, "peek_values changed the state");
           const std::vector<float> sc(cpu.state().begin(), cpu.state().end());
-          MAMBARL_CHECK_CLOSE_REL("step " << t << " state",
-                                  vec(unwrap_angles_like(*ap.model, B, gpu.state(), sc)), vec(sc),
-                                  kRelTol, kElemRtol, kElemAtol);
+          if (tol.check_state)
+            MAMBARL_CHECK_CLOSE_REL("step " << t << " state",
+                                    vec(unwrap_angles_like(*ap.model, B, gpu.state(), sc)), vec(sc),
+                                    tol.rel, tol.elem_rtol, tol.elem_atol);
         }
       }
       if (c.head.discrete) {
-        BOOST_TEST_MESSAGE(c.name << ": " << checked << " actions compared, " << near_boundary
-                                  << " draws within " << kCdfMargin << " of a CDF boundary skipped");
-        BOOST_CHECK_GT(checked, B * T * 9 / 10);
+        BOOST_TEST_MESSAGE(c.name << (bf16 ? " bf16" : " f32") << ": " << checked
+                                  << " actions compared, " << near_boundary << " draws within "
+                                  << tol.cdf_margin << " of a CDF boundary skipped");
+        BOOST_CHECK_GT(checked, tol.min_checked * B * T);
       }
       const std::vector<Rng> rc = cpu.rngs(), rg = gpu.rngs();
       BOOST_CHECK_MESSAGE(std::memcmp(rc.data(), rg.data(), rc.size() * sizeof(Rng)) == 0,
@@ -228,34 +245,53 @@ BOOST_AUTO_TEST_CASE(matches_cpu_actor) {
   }
 }
 
-// The graph replays exactly what the eager launches compute.
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(matches_cpu_actor) {
+  require_gpu();
+  check_against_cpu_actor(false, kF32);
+}
+
+BOOST_AUTO_TEST_CASE(bf16_weights_match_cpu_actor) {
+  require_gpu();
+  check_against_cpu_actor(true, kBf16);
+}
+
+// The graph (plain, and with programmatic dependent launch) replays exactly
+// what the eager launches compute, with f32 and with bf16 weights.
 BOOST_AUTO_TEST_CASE(graph_replay_equals_eager_bitwise) {
   require_gpu();
   const int B = 19;
   for (const Case& c : cases()) {
-    BOOST_TEST_CONTEXT("case " << c.name) {
-      ActorPair ap(c, 3);
-      GpuActor graph = ap.gpu(B, 8), eager = ap.gpu(B, 8);
-      eager.set_launch(GpuActor::Launch::eager);
-      graph.set_weights(ap.weights.data(), ap.weights.size(), 0);
-      eager.set_weights(ap.weights.data(), ap.weights.size(), 0);
-      StepIO a(B, c.obs_dim, c.head.act_width()), b(B, c.obs_dim, c.head.act_width());
-      Rng rng(4, 0);
-      for (int t = 0; t < 25; ++t) {
-        a.draw(rng, t, 0.1);
-        b.obs = a.obs;
-        b.starts = a.starts;
-        a.act(graph);
-        b.act(eager);
-        BOOST_CHECK_MESSAGE(a.same_bits(b), "step " << t << ": graph and eager outputs differ");
+    for (const bool bf16 : {false, true}) {
+      for (const auto mode : {GpuActor::Launch::graph, GpuActor::Launch::graph_pdl}) {
+        BOOST_TEST_CONTEXT("case " << c.name << (bf16 ? " bf16" : " f32")
+                                   << (mode == GpuActor::Launch::graph_pdl ? " pdl" : "")) {
+          ActorPair ap(c, 3);
+          GpuActor graph = ap.gpu(B, 8, bf16), eager = ap.gpu(B, 8, bf16);
+          graph.set_launch(mode);
+          eager.set_launch(GpuActor::Launch::eager);
+          graph.set_weights(ap.weights.data(), ap.weights.size(), 0);
+          eager.set_weights(ap.weights.data(), ap.weights.size(), 0);
+          StepIO a(B, c.obs_dim, c.head.act_width()), b(B, c.obs_dim, c.head.act_width());
+          Rng rng(4, 0);
+          for (int t = 0; t < 25; ++t) {
+            a.draw(rng, t, 0.1);
+            b.obs = a.obs;
+            b.starts = a.starts;
+            a.act(graph);
+            b.act(eager);
+            BOOST_CHECK_MESSAGE(a.same_bits(b), "step " << t << ": graph and eager outputs differ");
+          }
+          std::vector<float> pa(static_cast<size_t>(B)), pb(static_cast<size_t>(B));
+          graph.peek_values(a.obs.data(), pa.data());
+          eager.peek_values(a.obs.data(), pb.data());
+          BOOST_CHECK_MESSAGE(pa == pb, "graph and eager peeked values differ");
+          BOOST_CHECK_MESSAGE(graph.state() == eager.state(), "graph and eager states differ");
+          const std::vector<Rng> ra = graph.rngs(), rb = eager.rngs();
+          BOOST_CHECK(std::memcmp(ra.data(), rb.data(), ra.size() * sizeof(Rng)) == 0);
+        }
       }
-      std::vector<float> pa(static_cast<size_t>(B)), pb(static_cast<size_t>(B));
-      graph.peek_values(a.obs.data(), pa.data());
-      eager.peek_values(a.obs.data(), pb.data());
-      BOOST_CHECK_MESSAGE(pa == pb, "graph and eager peeked values differ");
-      BOOST_CHECK_MESSAGE(graph.state() == eager.state(), "graph and eager states differ");
-      const std::vector<Rng> ra = graph.rngs(), rb = eager.rngs();
-      BOOST_CHECK(std::memcmp(ra.data(), rb.data(), ra.size() * sizeof(Rng)) == 0);
     }
   }
 }
@@ -337,8 +373,6 @@ BOOST_AUTO_TEST_CASE(refuses_wrong_shapes) {
   other.type = "mamba3";
   BOOST_CHECK_EXCEPTION(GpuActor(ap.model, other, 2, 1), Error,
                         [](const Error& e) { return message_has(e, "policy config says"); });
-  BOOST_CHECK_EXCEPTION(GpuActor(ap.model, ap.cfg, 2, 1, true), Error,
-                        [](const Error& e) { return message_has(e, "bf16"); });
   GpuActor g = ap.gpu(4, 1);
   BOOST_CHECK_EXCEPTION(g.set_weights(ap.weights.data(), ap.weights.size() - 1, 0), Error,
                         [](const Error& e) { return message_has(e, "weights have"); });

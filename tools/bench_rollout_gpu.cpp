@@ -3,14 +3,18 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <exception>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "kernels/clock_probe.cuh"
 #include "kernels/cuda_check.cuh"
 #include "kernels/device_buffer.cuh"
 #include "policy/gpu_actor.hpp"
+#include "policy/json.hpp"
 #include "policy/policy_config.hpp"
+#include "tools/bench_kernels_gpu.hpp"
 
 namespace mambarl {
 
@@ -75,13 +79,13 @@ double copy_bandwidth_tbps() {
   return median(tbps);
 }
 
-std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double copy_tbps) {
+std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double copy_tbps, bool bf16) {
   const PolicyConfig cfg = policy_for(s);
   std::shared_ptr<const ActorCritic<float>> model =
       make_actor_critic<float>(cfg, kObs, HeadSpec{true, kActions});
   std::vector<float> w(model->layout().size());
   model->init_params(w.data(), 1);
-  GpuActor actor(model, cfg, s.B, 2);
+  GpuActor actor(model, cfg, s.B, 2, bf16);
   actor.set_weights(w.data(), w.size(), 0);
   // Random non-zero inputs; a few envs start an episode every step, as in a real rollout.
   Rng rng(3, 0);
@@ -97,6 +101,17 @@ std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double cop
   const double mhz_before = cuda::sm_clock_mhz(nullptr);
   const double graph_us = median(actor.time_steps_us(reps));
   const double mhz_after = cuda::sm_clock_mhz(nullptr);
+  // PDL is new in this graph: if the device refuses it, say so in the row
+  // and keep the other numbers.
+  double pdl_us = 0;
+  std::string pdl_error;
+  try {
+    actor.set_launch(GpuActor::Launch::graph_pdl);
+    warm_up(actor);
+    pdl_us = median(actor.time_steps_us(reps));
+  } catch (const std::exception& e) {
+    pdl_error = e.what();
+  }
   actor.set_launch(GpuActor::Launch::eager);
   warm_up(actor);
   const double eager_us = median(actor.time_steps_us(reps));
@@ -104,15 +119,21 @@ std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double cop
   const double state_bytes = static_cast<double>(B) * actor.state_size() * sizeof(float);
   std::ostringstream os;
   os << "{\"policy\":\"" << s.type << "\",\"B\":" << s.B << ",\"d_model\":" << s.D
-     << ",\"n_layers\":" << s.L;
+     << ",\"n_layers\":" << s.L << ",\"weights\":\"" << (bf16 ? "bf16" : "f32") << "\"";
   if (std::string(s.type) == "mamba3") os << ",\"headdim\":16";
-  os << ",\"us_per_step_graph\":" << graph_us << ",\"us_per_step_eager\":" << eager_us
+  os << ",\"us_per_step_graph\":" << graph_us;
+  if (pdl_error.empty())
+    os << ",\"us_per_step_graph_pdl\":" << pdl_us;
+  else
+    os << ",\"graph_pdl_error\":" << json_quote(pdl_error);
+  os << ",\"us_per_step_eager\":" << eager_us
      << ",\"env_steps_per_s\":" << s.B * 1e6 / graph_us << ",\"state_bytes\":" << state_bytes
      << ",\"sm_mhz\":[" << mhz_before << "," << mhz_after << "]";
   if (with_floor) {
     // Read once + write once of the whole recurrent state at the copy bandwidth.
     const double floor_us = 2 * state_bytes / (copy_tbps * 1e12) * 1e6;
     os << ",\"state_floor_us\":" << floor_us << ",\"graph_over_floor\":" << graph_us / floor_us;
+    if (pdl_error.empty()) os << ",\"graph_pdl_over_floor\":" << pdl_us / floor_us;
   }
   os << "}";
   return os.str();
@@ -129,15 +150,28 @@ std::string bench_rollout_gpu_json(int reps, int only_shape) {
   const double copy_tbps = copy_bandwidth_tbps();
   std::ostringstream os;
   os << "{\"bench\":\"rollout\",\"device\":\"cuda\",\"gpu\":\"" << prop.name
-     << "\",\"sms\":" << prop.multiProcessorCount << ",\"copy_TBps\":" << copy_tbps
+     << "\",\"sms\":" << prop.multiProcessorCount << ",\"l2_MB\":" << prop.l2CacheSize / 1e6
+     << ",\"copy_TBps\":" << copy_tbps
      << ",\"reps\":" << reps << ",\"results\":[";
   const int n = static_cast<int>(sizeof(kShapes) / sizeof(kShapes[0]));
   MAMBARL_CHECK(only_shape >= -1 && only_shape < n, "bench: shape index " << only_shape << " not in [-1, " << n << ")");
+  bool first = true;
   for (int i = 0; i < n; ++i) {
     if (only_shape >= 0 && i != only_shape) continue;
-    os << (only_shape >= 0 || i == 0 ? "" : ",") << bench_shape(kShapes[i], reps, i == 0, copy_tbps);
+    for (const bool bf16 : {false, true}) {
+      os << (first ? "" : ",") << bench_shape(kShapes[i], reps, i == 0, copy_tbps, bf16);
+      first = false;
+    }
   }
-  os << "]}";
+  // One Mamba-1 layer of the first shape, kernel by kernel (see bench_kernels_gpu.hpp).
+  // A diagnostic: if it fails, the rows above still come out.
+  os << "],\"mamba1_layer_kernels\":{\"B\":" << kShapes[0].B << ",\"d_model\":" << kShapes[0].D;
+  try {
+    const std::string rows = bench_kernels_gpu_json(kShapes[0].B, kShapes[0].D);
+    os << ",\"rows\":" << rows << "}}";
+  } catch (const std::exception& e) {
+    os << ",\"error\":" << json_quote(e.what()) << "}}";
+  }
   return os.str();
 }
 
