@@ -90,7 +90,7 @@ HostChunk make_chunk(const CpuLearner& ref, const LearnerCase& c, uint64_t seed,
   for (auto& v : h.state0) v = static_cast<float>(0.5 * rng.normal());
   h.actions.resize(static_cast<size_t>(M) * aw);
   for (auto& a : h.actions)
-    a = c.discrete ? static_cast<float>(rng.below(static_cast<uint64_t>(A))) : static_cast<float>(rng.normal());
+    a = c.discrete ? static_cast<float>(rng.below(static_cast<uint32_t>(A))) : static_cast<float>(rng.normal());
   h.adv.resize(static_cast<size_t>(M));
   h.returns.resize(static_cast<size_t>(M));
   for (auto& v : h.adv) v = static_cast<float>(0.5 + 2.0 * rng.normal());
