@@ -116,8 +116,9 @@ struct GpuLearner::Impl {
   long long log_std = -1;
   std::vector<size_t> norm_w;  // (L)
 
-  // Declared last: destroyed before the buffers it points into.
-  CudaGraph graph{"learner update"};
+  // Declared last: destroyed before the buffers it points into. Null until
+  // captured; prepare() drops it (a new shape is a new graph).
+  std::unique_ptr<CudaGraph> graph;
 
   Impl(const PolicyConfig& policy, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
        const AdamWConfig& adam, uint64_t seed);
@@ -202,6 +203,7 @@ void GpuLearner::Impl::prepare(int T_, int B_) {
   B = B_;
   M = T * B;
   warmed_up = false;
+  graph.reset();
   const size_t m = static_cast<size_t>(M), d = static_cast<size_t>(D);
   // Staging: the lr first (8-byte aligned), then each array on its own 256-byte boundary.
   size_t at = 0;
@@ -377,9 +379,12 @@ void GpuLearner::Impl::run() {
     warmed_up = true;
     return;
   }
-  if (!graph.captured())
-    graph.capture(stream.get(), bindings(), [this](cudaStream_t s) { record(s); });
-  graph.launch(stream.get());
+  if (!graph) {
+    auto g = std::make_unique<CudaGraph>("learner update");
+    g->capture(stream.get(), bindings(), [this](cudaStream_t s) { record(s); });
+    graph = std::move(g);
+  }
+  graph->launch(stream.get());
 }
 
 std::vector<float> GpuLearner::Impl::download(const DeviceBuffer<float>& d) const {
@@ -478,6 +483,7 @@ const ActorCritic<float>& GpuLearner::model() const { return *impl_->model; }
 std::shared_ptr<const ActorCritic<float>> GpuLearner::shared_model() const { return impl_->model; }
 const PolicyConfig& GpuLearner::policy_config() const { return impl_->policy; }
 std::vector<float> GpuLearner::params() const { return impl_->download(impl_->params); }
+const float* GpuLearner::device_params() const { return impl_->params.data(); }
 void GpuLearner::set_params(const float* w, size_t n) { impl_->upload(impl_->params, w, n, "weights"); }
 std::vector<float> GpuLearner::grads() const { return impl_->download(impl_->grads); }
 std::vector<float> GpuLearner::exp_avg() const { return impl_->download(impl_->exp_avg); }

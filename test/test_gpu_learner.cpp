@@ -59,7 +59,7 @@ HeadSpec head_of(const LearnerCase& c) { return HeadSpec{c.discrete, c.action_di
 AdamWConfig adam_cfg() {
   AdamWConfig a;
   a.weight_decay = 0.01;   // exercises the per-tensor decay flags
-  a.max_grad_norm = 0.05;  // small: the clip is active on these chunks (checked below)
+  a.max_grad_norm = 0.01;  // small: the clip is active on these chunks (checked below)
   return a;
 }
 
@@ -114,7 +114,7 @@ HostChunk make_chunk(const CpuLearner& ref, const LearnerCase& c, uint64_t seed,
     } else {
       lp = DiagGaussian<float>::log_prob(hi, log_std, h.actions.data() + static_cast<size_t>(i) * A, A);
     }
-    h.old_logp[static_cast<size_t>(i)] = lp + static_cast<float>(0.15 * rng.normal());
+    h.old_logp[static_cast<size_t>(i)] = lp + static_cast<float>(0.25 * rng.normal());
   }
   return h;
 }
@@ -317,7 +317,7 @@ BOOST_AUTO_TEST_CASE(checkpoint_is_shared_with_the_cpu_learner) {
   cpu.train_step(make_chunk(cpu, c, 610).view(), kLr);
   cpu.save(path.string(), {}, {});
   GpuLearner fresh(pol, kObs, head_of(c), PpoLossConfig{}, adam_cfg(), 10);
-  const SafetensorsFile f = fresh.load(path.string());
+  fresh.load(path.string());
   BOOST_CHECK(std::vector<float>(cpu.params().begin(), cpu.params().end()) == fresh.params());
   BOOST_CHECK_EQUAL(fresh.step_count(), 3);
   std::filesystem::remove(path);
