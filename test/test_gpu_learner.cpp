@@ -261,9 +261,10 @@ BOOST_AUTO_TEST_CASE(non_finite_loss_or_gradient_skips_the_update) {
         const TrainResult rc = cpu.train_step(bad[k].view(), kLr);
         BOOST_CHECK(rc.skipped);
         BOOST_CHECK_MESSAGE(rg.skipped, c.name << " bad chunk " << k << ": not skipped");
-        BOOST_CHECK_EQUAL(rg.reason, rc.reason);
-        BOOST_CHECK_MESSAGE(rg.reason.find(k == 0 ? "loss is not finite" : "gradient of pi.log_std") == 0,
-                            "reason: " << rg.reason);
+        // Both name the same quantity (the loss's NaN may print with either sign).
+        const std::string expect = k == 0 ? "loss is not finite" : "gradient of pi.log_std is not finite";
+        BOOST_CHECK_MESSAGE(rg.reason.rfind(expect, 0) == 0, "gpu reason: " << rg.reason);
+        BOOST_CHECK_MESSAGE(rc.reason.rfind(expect, 0) == 0, "cpu reason: " << rc.reason);
         BOOST_CHECK(gpu.params() == w);
         BOOST_CHECK(gpu.exp_avg() == m);
         BOOST_CHECK(gpu.exp_avg_sq() == v);
