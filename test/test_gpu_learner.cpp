@@ -14,6 +14,9 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <cuda_runtime.h>
+
+#include "kernels/cuda_check.cuh"
 #include "policy/cpu_learner.hpp"
 #include "policy/distributions.hpp"
 #include "policy/gpu_learner.hpp"
@@ -224,14 +227,19 @@ BOOST_AUTO_TEST_CASE(same_seed_same_bits_after_ten_updates) {
   GpuLearner a(pol, kObs, head_of(c), PpoLossConfig{}, adam_cfg(), 5);
   GpuLearner b(pol, kObs, head_of(c), PpoLossConfig{}, adam_cfg(), 5);
   const std::vector<float> w0 = a.params();
+  size_t free_after_capture = 0, free_now = 0, total = 0;
   for (int u = 0; u < 10; ++u) {
     const HostChunk chunk = make_chunk(chunks_from, c, 300 + static_cast<uint64_t>(u));
     BOOST_REQUIRE(!a.train_step(chunk.view(), kLr).skipped);
     BOOST_REQUIRE(!b.train_step(chunk.view(), kLr).skipped);
+    if (u == 1) MAMBARL_CUDA_CHECK(cudaMemGetInfo(&free_after_capture, &total));  // both captured at u = 1
   }
   BOOST_CHECK(a.params() == b.params());
   BOOST_CHECK(a.params() != w0);  // it trained
   BOOST_CHECK_EQUAL(a.step_count(), 10);
+  // Replays allocate no device memory.
+  MAMBARL_CUDA_CHECK(cudaMemGetInfo(&free_now, &total));
+  BOOST_CHECK_EQUAL(free_now, free_after_capture);
 }
 
 BOOST_AUTO_TEST_CASE(non_finite_loss_or_gradient_skips_the_update) {
@@ -313,6 +321,14 @@ BOOST_AUTO_TEST_CASE(checkpoint_is_shared_with_the_cpu_learner) {
   BOOST_CHECK(cpu.optimizer().exp_avg() == gpu.exp_avg());
   BOOST_CHECK(cpu.optimizer().exp_avg_sq() == gpu.exp_avg_sq());
   BOOST_CHECK_EQUAL(cpu.optimizer().step_count(), gpu.step_count());
+
+  // Weights in: what set_params takes, params gives back; a wrong size is refused.
+  std::vector<float> w = gpu.params();
+  for (auto& v : w) v *= 0.5f;
+  gpu.set_params(w.data(), w.size());
+  BOOST_CHECK(gpu.params() == w);
+  BOOST_CHECK_EXCEPTION(gpu.set_params(w.data(), w.size() - 1), Error,
+                        [](const Error& e) { return message_has(e, "the model has"); });
 
   // And back: a CPU checkpoint into a fresh GPU learner.
   cpu.train_step(make_chunk(cpu, c, 610).view(), kLr);
