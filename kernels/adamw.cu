@@ -1,5 +1,4 @@
 #include "kernels/adamw.cuh"
-
 #include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.cuh"
 
@@ -64,17 +63,16 @@ __global__ void adamw_step_kernel(size_t n, float b1, float b2, float eps, AdamW
 
 }  // namespace
 
-void adamw_update(size_t n, const AdamWCoefs& c, const AdamWScalars& s, float* params,
-                  const float* grads, float* exp_avg, float* exp_avg_sq, const float* decay,
-                  cudaStream_t stream) {
+void adamw_update(size_t n, const AdamWCoefs& c, const AdamWScalars& s, float* params, const float* grads,
+                  float* exp_avg, float* exp_avg_sq, const float* decay, cudaStream_t stream) {
   MAMBARL_CHECK(n > 0, "adamw_update: empty parameter buffer");
   grad_sq_partials_kernel<<<kGradNormBlocks, kThreads, 0, stream>>>(n, grads, s.partials);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
   adamw_decide_kernel<<<1, kThreads, 0, stream>>>(c, s);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
   adamw_step_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      n, static_cast<float>(c.beta1), static_cast<float>(c.beta2), static_cast<float>(c.eps), s,
-      params, grads, exp_avg, exp_avg_sq, decay);
+      n, static_cast<float>(c.beta1), static_cast<float>(c.beta2), static_cast<float>(c.eps), s, params,
+      grads, exp_avg, exp_avg_sq, decay);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 

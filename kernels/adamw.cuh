@@ -30,18 +30,17 @@ struct AdamWCoefs {
 
 // Device scalars of one update.
 struct AdamWScalars {
-  const double* lr = nullptr;             // (1) read: this update's learning rate
-  long long* step = nullptr;              // (1) read + incremented when applied
-  const int* loss_not_finite = nullptr;   // (1) read (ppo_loss writes it)
-  double* grad_norm = nullptr;            // (1) written: the norm before clipping
-  int* grad_not_finite = nullptr;         // (1) written
-  float* step_scalars = nullptr;          // (4) scratch: clip scale, step size, 1/sqrt(bc2), lr·wd
-  double* partials = nullptr;             // (kGradNormBlocks) scratch
+  const double* lr = nullptr;            // (1) read: this update's learning rate
+  long long* step = nullptr;             // (1) read + incremented when applied
+  const int* loss_not_finite = nullptr;  // (1) read (ppo_loss writes it)
+  double* grad_norm = nullptr;           // (1) written: the norm before clipping
+  int* grad_not_finite = nullptr;        // (1) written
+  float* step_scalars = nullptr;         // (4) scratch: clip scale, step size, 1/sqrt(bc2), lr·wd
+  double* partials = nullptr;            // (kGradNormBlocks) scratch
 };
 
 //   params, grads, exp_avg, exp_avg_sq, decay (n) with decay 1 where weight decay applies
-void adamw_update(size_t n, const AdamWCoefs& coefs, const AdamWScalars& s, float* params,
-                  const float* grads, float* exp_avg, float* exp_avg_sq, const float* decay,
-                  cudaStream_t stream);
+void adamw_update(size_t n, const AdamWCoefs& coefs, const AdamWScalars& s, float* params, const float* grads,
+                  float* exp_avg, float* exp_avg_sq, const float* decay, cudaStream_t stream);
 
 }  // namespace mambarl::cuda

@@ -1,9 +1,8 @@
-#include "kernels/mlp.cuh"
-
 #include <cstddef>
 
 #include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.cuh"
+#include "kernels/mlp.cuh"
 
 namespace mambarl::cuda {
 
@@ -11,8 +10,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void bias_silu_kernel(size_t total, int E, float* __restrict__ pre,
-                                 const float* __restrict__ b, float* __restrict__ act) {
+__global__ void bias_silu_kernel(size_t total, int E, float* __restrict__ pre, const float* __restrict__ b,
+                                 float* __restrict__ act) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const float v = pre[i] + b[i % E];
@@ -20,8 +19,7 @@ __global__ void bias_silu_kernel(size_t total, int E, float* __restrict__ pre,
   act[i] = v * sigmoidf_ref(v);
 }
 
-__global__ void silu_backward_kernel(size_t total, const float* __restrict__ pre,
-                                     float* __restrict__ d) {
+__global__ void silu_backward_kernel(size_t total, const float* __restrict__ pre, float* __restrict__ d) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const float v = pre[i], s = sigmoidf_ref(v);

@@ -1,7 +1,6 @@
-#include "kernels/ppo_loss.cuh"
-
 #include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.cuh"
+#include "kernels/ppo_loss.cuh"
 
 namespace mambarl::cuda {
 
@@ -14,8 +13,7 @@ constexpr float kHalfLog2Pi = static_cast<float>(0.5 * kLog2Pi);
 constexpr float kEntropyConst = static_cast<float>(0.5 * (1.0 + kLog2Pi));
 
 // One block: mean and std of the advantages in double (population std, as the CPU).
-__global__ void advantage_stats_kernel(int M, const float* __restrict__ adv,
-                                       double* __restrict__ stats) {
+__global__ void advantage_stats_kernel(int M, const float* __restrict__ adv, double* __restrict__ stats) {
   __shared__ double scratch[32];
   double s = 0;
   for (int i = threadIdx.x; i < M; i += blockDim.x) s += adv[i];
@@ -30,10 +28,9 @@ __global__ void advantage_stats_kernel(int M, const float* __restrict__ adv,
   }
 }
 
-__global__ void token_loss_kernel(PpoDims d, PpoCoefs c, PpoInputs in,
-                                  const double* __restrict__ adv_stats, float* __restrict__ dhead,
-                                  float* __restrict__ dvalues, float* __restrict__ terms,
-                                  float* __restrict__ dlog_std_terms) {
+__global__ void token_loss_kernel(PpoDims d, PpoCoefs c, PpoInputs in, const double* __restrict__ adv_stats,
+                                  float* __restrict__ dhead, float* __restrict__ dvalues,
+                                  float* __restrict__ terms, float* __restrict__ dlog_std_terms) {
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= d.M) return;
   const int A = d.A;
@@ -109,9 +106,8 @@ __global__ void token_loss_kernel(PpoDims d, PpoCoefs c, PpoInputs in,
 
 // One block: column sums of the token terms in double, in a fixed order.
 __global__ void loss_finalize_kernel(PpoDims d, PpoCoefs c, const float* __restrict__ terms,
-                                     const float* __restrict__ dlog_std_terms,
-                                     float* __restrict__ dlog_std, double* __restrict__ metrics,
-                                     int* __restrict__ loss_not_finite) {
+                                     const float* __restrict__ dlog_std_terms, float* __restrict__ dlog_std,
+                                     double* __restrict__ metrics, int* __restrict__ loss_not_finite) {
   __shared__ double scratch[32];
   double sums[kPpoTerms];
   for (int k = 0; k < kPpoTerms; ++k) {
@@ -122,7 +118,8 @@ __global__ void loss_finalize_kernel(PpoDims d, PpoCoefs c, const float* __restr
   if (!d.discrete)
     for (int j = 0; j < d.A; ++j) {
       double s = 0;
-      for (int i = threadIdx.x; i < d.M; i += blockDim.x) s += dlog_std_terms[static_cast<size_t>(i) * d.A + j];
+      for (int i = threadIdx.x; i < d.M; i += blockDim.x)
+        s += dlog_std_terms[static_cast<size_t>(i) * d.A + j];
       s = block_sum(s, scratch);
       if (threadIdx.x == 0) dlog_std[j] += static_cast<float>(s);
     }
@@ -150,8 +147,8 @@ void ppo_loss(const PpoDims& d, const PpoCoefs& c, const PpoInputs& in, const Pp
   token_loss_kernel<<<(d.M + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
       d, c, in, s.adv_stats, out.dhead, out.dvalues, s.terms, s.dlog_std_terms);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
-  loss_finalize_kernel<<<1, kThreads, 0, stream>>>(d, c, s.terms, s.dlog_std_terms, out.dlog_std,
-                                                   out.metrics, out.loss_not_finite);
+  loss_finalize_kernel<<<1, kThreads, 0, stream>>>(d, c, s.terms, s.dlog_std_terms, out.dlog_std, out.metrics,
+                                                   out.loss_not_finite);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 

@@ -27,8 +27,8 @@ constexpr int kPpoTerms = 5;
 constexpr int kPpoMetrics = 6;
 
 struct PpoDims {
-  int M = 0;              // tokens
-  int A = 0;              // head width: logits or Gaussian mean
+  int M = 0;  // tokens
+  int A = 0;  // head width: logits or Gaussian mean
   bool discrete = true;
 };
 
@@ -50,20 +50,20 @@ struct PpoInputs {
 };
 
 struct PpoOutputs {
-  float* dhead = nullptr;        // (M, A) written
-  float* dvalues = nullptr;      // (M) written
-  float* dlog_std = nullptr;     // (A) gradient, ADDED to (Gaussian only)
-  double* metrics = nullptr;     // (kPpoMetrics) written
+  float* dhead = nullptr;          // (M, A) written
+  float* dvalues = nullptr;        // (M) written
+  float* dlog_std = nullptr;       // (A) gradient, ADDED to (Gaussian only)
+  double* metrics = nullptr;       // (kPpoMetrics) written
   int* loss_not_finite = nullptr;  // written: 1 when the loss is NaN/Inf, else 0
 };
 
 struct PpoScratch {
-  double* adv_stats = nullptr;       // (2) mean, std + 1e-8
-  float* terms = nullptr;            // (M, kPpoTerms)
-  float* dlog_std_terms = nullptr;   // (M, A) Gaussian only
+  double* adv_stats = nullptr;      // (2) mean, std + 1e-8
+  float* terms = nullptr;           // (M, kPpoTerms)
+  float* dlog_std_terms = nullptr;  // (M, A) Gaussian only
 };
 
-void ppo_loss(const PpoDims& dims, const PpoCoefs& coefs, const PpoInputs& in,
-              const PpoScratch& scratch, const PpoOutputs& out, cudaStream_t stream);
+void ppo_loss(const PpoDims& dims, const PpoCoefs& coefs, const PpoInputs& in, const PpoScratch& scratch,
+              const PpoOutputs& out, cudaStream_t stream);
 
 }  // namespace mambarl::cuda

@@ -1,7 +1,6 @@
-#include "kernels/rmsnorm.cuh"
-
 #include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.cuh"
+#include "kernels/rmsnorm.cuh"
 
 namespace mambarl::cuda {
 
@@ -10,9 +9,8 @@ namespace {
 // d_model is 16..1024 in practice: 128 threads cover a row in one or a few strides.
 constexpr int kThreads = 128;
 
-__global__ void rmsnorm_forward_kernel(int n, const float* __restrict__ X,
-                                       const float* __restrict__ w, float* __restrict__ Y,
-                                       float* __restrict__ rstd) {
+__global__ void rmsnorm_forward_kernel(int n, const float* __restrict__ X, const float* __restrict__ w,
+                                       float* __restrict__ Y, float* __restrict__ rstd) {
   __shared__ float scratch[32];
   const size_t row = blockIdx.x;
   const float* x = X + row * n;
@@ -23,11 +21,10 @@ __global__ void rmsnorm_forward_kernel(int n, const float* __restrict__ X,
   if (threadIdx.x == 0) rstd[row] = r;
 }
 
-__global__ void rmsnorm_backward_kernel(int n, const float* __restrict__ X,
-                                        const float* __restrict__ w,
-                                        const float* __restrict__ rstd,
-                                        const float* __restrict__ dY, float* __restrict__ dX,
-                                        bool accumulate, float* __restrict__ dw_terms) {
+__global__ void rmsnorm_backward_kernel(int n, const float* __restrict__ X, const float* __restrict__ w,
+                                        const float* __restrict__ rstd, const float* __restrict__ dY,
+                                        float* __restrict__ dX, bool accumulate,
+                                        float* __restrict__ dw_terms) {
   __shared__ float scratch[32];
   const size_t row = blockIdx.x;
   const float* x = X + row * n;
@@ -56,9 +53,8 @@ void rmsnorm_forward(int M, int n, const float* X, const float* w, float* Y, flo
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 
-void rmsnorm_backward(int M, int n, const float* X, const float* w, const float* rstd,
-                      const float* dY, float* dX, bool accumulate, float* dw_terms,
-                      cudaStream_t stream) {
+void rmsnorm_backward(int M, int n, const float* X, const float* w, const float* rstd, const float* dY,
+                      float* dX, bool accumulate, float* dw_terms, cudaStream_t stream) {
   MAMBARL_CHECK(M > 0 && n > 0, "rmsnorm_backward: sizes must be positive (M " << M << ", n " << n << ")");
   rmsnorm_backward_kernel<<<M, kThreads, 0, stream>>>(n, X, w, rstd, dY, dX, accumulate, dw_terms);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);

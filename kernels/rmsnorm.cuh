@@ -19,8 +19,7 @@ void rmsnorm_forward(int M, int n, const float* X, const float* w, float* Y, flo
 
 //   X (M, n), w (n), rstd (M), dY (M, n) -> dX (M, n) (= or += by `accumulate`),
 //   dw_terms (M, n) = dY ⊙ X r
-void rmsnorm_backward(int M, int n, const float* X, const float* w, const float* rstd,
-                      const float* dY, float* dX, bool accumulate, float* dw_terms,
-                      cudaStream_t stream);
+void rmsnorm_backward(int M, int n, const float* X, const float* w, const float* rstd, const float* dY,
+                      float* dX, bool accumulate, float* dw_terms, cudaStream_t stream);
 
 }  // namespace mambarl::cuda

@@ -1,7 +1,6 @@
-#include "kernels/rows.cuh"
-
 #include "kernels/cuda_check.cuh"
 #include "kernels/linear.cuh"
+#include "kernels/rows.cuh"
 
 namespace mambarl::cuda {
 
@@ -49,8 +48,7 @@ void add_bias_rows(int M, int N, float* Y, const float* b, cudaStream_t stream) 
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 
-void column_sum(cublasHandle_t handle, int M, int N, const float* X, int ldx, const float* ones,
-                float* out) {
+void column_sum(cublasHandle_t handle, int M, int N, const float* X, int ldx, const float* ones, float* out) {
   // out (1, N) += ones (1, M) · X (M, N)
   gemm(handle, false, false, 1, N, M, 1.f, ones, M, X, ldx, 1.f, out, N);
 }

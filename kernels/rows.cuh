@@ -26,7 +26,6 @@ void add_bias_rows(int M, int N, float* Y, const float* b, cudaStream_t stream);
 
 //   X (M, N) with row stride ldx, ones (M) all 1.f, out (N) accumulated.
 //   The handle is bound to the caller's stream (linear.cuh).
-void column_sum(cublasHandle_t handle, int M, int N, const float* X, int ldx, const float* ones,
-                float* out);
+void column_sum(cublasHandle_t handle, int M, int N, const float* X, int ldx, const float* ones, float* out);
 
 }  // namespace mambarl::cuda

@@ -12,8 +12,8 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }
 
 // Copies one named tensor into dst after checking its dtype and exact shape.
-void load_tensor(const SafetensorsFile& f, const std::string& name, const std::vector<int64_t>& shape, float* dst,
-                 const std::string& path) {
+void load_tensor(const SafetensorsFile& f, const std::string& name, const std::vector<int64_t>& shape,
+                 float* dst, const std::string& path) {
   const TensorRecord& t = f.at(name);
   MAMBARL_CHECK(t.shape == shape, path << ": tensor '" << name << "' has shape " << shape_str(t.shape)
                                        << ", this model expects " << shape_str(shape));
@@ -28,8 +28,8 @@ std::string emit(const YAML::Node& n) {
 }  // namespace
 
 void write_checkpoint(const std::string& path, const PolicyConfig& policy, const ParamLayout& layout,
-                      const float* params, const float* exp_avg, const float* exp_avg_sq,
-                      long long step, const std::map<std::string, std::string>& metadata,
+                      const float* params, const float* exp_avg, const float* exp_avg_sq, long long step,
+                      const std::map<std::string, std::string>& metadata,
                       const std::vector<TensorRecord>& extra) {
   SafetensorsFile f;
   f.metadata = metadata;
@@ -53,12 +53,13 @@ SafetensorsFile read_checkpoint(const std::string& path, const PolicyConfig& pol
     MAMBARL_CHECK(it != f.metadata.end(), path << ": not a mambarl checkpoint (no '" << k << "' metadata)");
     return it->second;
   };
-  MAMBARL_CHECK(meta("format") == kFormat, path << ": checkpoint format '" << meta("format")
-                                                << "', expected '" << kFormat << "'");
+  MAMBARL_CHECK(meta("format") == kFormat,
+                path << ": checkpoint format '" << meta("format") << "', expected '" << kFormat << "'");
   const std::string mine = emit(policy.to_yaml());
   MAMBARL_CHECK(meta("policy_config") == mine,
                 path << ": checkpoint was written by a different policy config:\n"
-                     << meta("policy_config") << "\nthis run's policy:\n" << mine);
+                     << meta("policy_config") << "\nthis run's policy:\n"
+                     << mine);
   // Read everything into temporaries first, so a bad tensor leaves `out` untouched.
   LearnerState s;
   s.params.assign(layout.size(), 0.0f);

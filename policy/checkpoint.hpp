@@ -23,8 +23,8 @@ struct LearnerState {
 
 // Written atomically.
 void write_checkpoint(const std::string& path, const PolicyConfig& policy, const ParamLayout& layout,
-                      const float* params, const float* exp_avg, const float* exp_avg_sq,
-                      long long step, const std::map<std::string, std::string>& metadata,
+                      const float* params, const float* exp_avg, const float* exp_avg_sq, long long step,
+                      const std::map<std::string, std::string>& metadata,
                       const std::vector<TensorRecord>& extra);
 
 // Validates the format, the policy config, every name, shape and dtype

@@ -97,19 +97,19 @@ struct GpuLearner::Impl {
   Staging st;
   PinnedBuffer<uint8_t> in_host;
   DeviceBuffer<uint8_t> in_dev;
-  DeviceBuffer<float> h;        // (L+1, M, D) residual streams
-  DeviceBuffer<float> normed;   // (L, M, D) pre-mixer norms (the mixers' U)
-  DeviceBuffer<float> rstd;     // (L, M)
-  DeviceBuffer<float> mix;      // (M, D) mixer output
-  DeviceBuffer<float> f;        // (M, D) final norm output
-  DeviceBuffer<float> rstd_f;   // (M)
-  DeviceBuffer<float> head, dhead;       // (M, A) each, head without its bias
-  DeviceBuffer<float> values, dvalues;   // (M) each, values without the bias
-  DeviceBuffer<float> loss_terms;        // (M, kPpoTerms)
-  DeviceBuffer<float> dlog_std_terms;    // (M, A) Gaussian heads
-  DeviceBuffer<float> dh, dmix;          // (M, D) each; dmix also holds df
-  DeviceBuffer<float> dw_terms;          // (M, D) norm-weight gradient terms
-  DeviceBuffer<float> ones;              // (M)
+  DeviceBuffer<float> h;                // (L+1, M, D) residual streams
+  DeviceBuffer<float> normed;           // (L, M, D) pre-mixer norms (the mixers' U)
+  DeviceBuffer<float> rstd;             // (L, M)
+  DeviceBuffer<float> mix;              // (M, D) mixer output
+  DeviceBuffer<float> f;                // (M, D) final norm output
+  DeviceBuffer<float> rstd_f;           // (M)
+  DeviceBuffer<float> head, dhead;      // (M, A) each, head without its bias
+  DeviceBuffer<float> values, dvalues;  // (M) each, values without the bias
+  DeviceBuffer<float> loss_terms;       // (M, kPpoTerms)
+  DeviceBuffer<float> dlog_std_terms;   // (M, A) Gaussian heads
+  DeviceBuffer<float> dh, dmix;         // (M, D) each; dmix also holds df
+  DeviceBuffer<float> dw_terms;         // (M, D) norm-weight gradient terms
+  DeviceBuffer<float> ones;             // (M)
 
   // Parameter offsets.
   size_t obs_w = 0, obs_b = 0, norm_f = 0, pi_w = 0, pi_b = 0, v_w = 0, v_b = 0;
@@ -131,7 +131,9 @@ struct GpuLearner::Impl {
   }
   void prepare(int T_, int B_);
   template <typename T_>
-  T_* in(size_t off) const { return reinterpret_cast<T_*>(in_dev.data() + off); }
+  T_* in(size_t off) const {
+    return reinterpret_cast<T_*>(in_dev.data() + off);
+  }
   float* h_at(int l) const { return h.data() + static_cast<size_t>(l) * M * D; }
   std::vector<GraphBinding> bindings() const;
   void record(cudaStream_t s);
@@ -142,8 +144,8 @@ struct GpuLearner::Impl {
   void set_step(long long step);
 };
 
-GpuLearner::Impl::Impl(const PolicyConfig& pol, int obs, const HeadSpec& hs,
-                       const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed)
+GpuLearner::Impl::Impl(const PolicyConfig& pol, int obs, const HeadSpec& hs, const PpoLossConfig& loss,
+                       const AdamWConfig& adam, uint64_t seed)
     : policy(pol), loss_cfg(loss), adam_cfg(adam), model(make_actor_critic<float>(pol, obs, hs)) {
   int devices = 0;
   MAMBARL_CUDA_CHECK(cudaGetDeviceCount(&devices));
@@ -170,8 +172,9 @@ GpuLearner::Impl::Impl(const PolicyConfig& pol, int obs, const HeadSpec& hs,
   std::vector<float> host(P, 0.f), flags(P, 0.f);
   model->init_params(host.data(), seed);
   for (const auto& p : layout.params())
-    if (p.weight_decay) std::fill(flags.begin() + static_cast<long>(p.offset),
-                                  flags.begin() + static_cast<long>(p.offset + p.numel), 1.f);
+    if (p.weight_decay)
+      std::fill(flags.begin() + static_cast<long>(p.offset),
+                flags.begin() + static_cast<long>(p.offset + p.numel), 1.f);
   params = DeviceBuffer<float>(P);
   grads = DeviceBuffer<float>(P);
   exp_avg = DeviceBuffer<float>(P);
@@ -341,15 +344,14 @@ void GpuLearner::Impl::record(cudaStream_t s) {
   cuda::column_sum(hb, M, A, dhead.data(), A, ones.data(), G + pi_b);
   cuda::gemm(hb, true, false, 1, D, M, 1.f, dvalues.data(), 1, f.data(), D, 1.f, G + v_w, D);
   cuda::column_sum(hb, M, 1, dvalues.data(), 1, ones.data(), G + v_b);
-  cuda::rmsnorm_backward(M, D, h_at(L), W + norm_f, rstd_f.data(), df, dh.data(), false,
-                         dw_terms.data(), s);
+  cuda::rmsnorm_backward(M, D, h_at(L), W + norm_f, rstd_f.data(), df, dh.data(), false, dw_terms.data(), s);
   cuda::column_sum(hb, M, D, dw_terms.data(), D, ones.data(), G + norm_f);
   // Residual stream: dh flows straight through and into each mixer branch.
   for (int l = L - 1; l >= 0; --l) {
     const size_t i = static_cast<size_t>(l);
     mixers[i]->backward(W, dh.data(), G, dmix.data(), exec);
-    cuda::rmsnorm_backward(M, D, h_at(l), W + norm_w[i], rstd.data() + i * M, dmix.data(), dh.data(),
-                           true, dw_terms.data(), s);
+    cuda::rmsnorm_backward(M, D, h_at(l), W + norm_w[i], rstd.data() + i * M, dmix.data(), dh.data(), true,
+                           dw_terms.data(), s);
     cuda::column_sum(hb, M, D, dw_terms.data(), D, ones.data(), G + norm_w[i]);
   }
   cuda::gemm(hb, true, false, D, obs_dim, M, 1.f, dh.data(), D, obs, obs_dim, 1.f, G + obs_w, obs_dim);
@@ -366,8 +368,8 @@ void GpuLearner::Impl::record(cudaStream_t s) {
   const cuda::AdamWCoefs ac{adam_cfg.beta1, adam_cfg.beta2, adam_cfg.eps, adam_cfg.weight_decay,
                             adam_cfg.max_grad_norm};
   cuda::adamw_update(P, ac, as, params.data(), G, exp_avg.data(), exp_avg_sq.data(), decay.data(), s);
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(scalars_host.data(), sc, sizeof(DeviceScalars),
-                                     cudaMemcpyDeviceToHost, s));
+  MAMBARL_CUDA_CHECK(
+      cudaMemcpyAsync(scalars_host.data(), sc, sizeof(DeviceScalars), cudaMemcpyDeviceToHost, s));
 }
 
 void GpuLearner::Impl::run() {
@@ -395,7 +397,8 @@ std::vector<float> GpuLearner::Impl::download(const DeviceBuffer<float>& d) cons
 }
 
 void GpuLearner::Impl::upload(DeviceBuffer<float>& d, const float* src, size_t n, const char* what) {
-  MAMBARL_CHECK(n == d.size(), "GpuLearner: " << what << " has " << n << " floats, the model has " << d.size());
+  MAMBARL_CHECK(n == d.size(),
+                "GpuLearner: " << what << " has " << n << " floats, the model has " << d.size());
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(d.data(), src, d.bytes(), cudaMemcpyHostToDevice, stream.get()));
   sync();
 }
@@ -422,9 +425,9 @@ TrainResult GpuLearner::train_step(const ChunkView& c, double lr) {
   Impl& m = *impl_;
   MAMBARL_CHECK(c.T >= 1 && c.B >= 1, "train_step: empty chunk (T=" << c.T << ", B=" << c.B << ")");
   if (m.M == 0) m.prepare(c.T, c.B);
-  MAMBARL_CHECK(c.T == m.T && c.B == m.B,
-                "GpuLearner: prepared (and captured) for chunks of T=" << m.T << ", B=" << m.B
-                    << ", got T=" << c.T << ", B=" << c.B << "; call prepare(T, B) to switch shapes");
+  MAMBARL_CHECK(c.T == m.T && c.B == m.B, "GpuLearner: prepared (and captured) for chunks of T="
+                                              << m.T << ", B=" << m.B << ", got T=" << c.T << ", B=" << c.B
+                                              << "; call prepare(T, B) to switch shapes");
   MAMBARL_CHECK(c.obs && c.actions && c.old_logp && c.advantages && c.returns && c.episode_start &&
                     (c.initial_state || m.S == 0),
                 "GpuLearner::train_step: a chunk array is null");
@@ -468,7 +471,8 @@ TrainResult GpuLearner::train_step(const ChunkView& c, double lr) {
     r.reason = "gradient norm is not finite";
     const std::vector<float> g = m.download(m.grads);
     for (const auto& p : m.model->layout().params())
-      if (std::any_of(g.begin() + static_cast<long>(p.offset), g.begin() + static_cast<long>(p.offset + p.numel),
+      if (std::any_of(g.begin() + static_cast<long>(p.offset),
+                      g.begin() + static_cast<long>(p.offset + p.numel),
                       [](float v) { return !std::isfinite(v); })) {
         r.reason = "gradient of " + p.name + " is not finite";
         break;
@@ -492,22 +496,23 @@ std::vector<float> GpuLearner::exp_avg_sq() const { return impl_->download(impl_
 long long GpuLearner::step_count() const {
   Impl& m = *impl_;
   long long step = 0;
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(&step, &m.scalars.data()->step, sizeof(step), cudaMemcpyDeviceToHost,
-                                     m.stream.get()));
+  MAMBARL_CUDA_CHECK(
+      cudaMemcpyAsync(&step, &m.scalars.data()->step, sizeof(step), cudaMemcpyDeviceToHost, m.stream.get()));
   m.sync();
   return step;
 }
 
 GpuMixer& GpuLearner::mixer(int l) {
-  MAMBARL_CHECK(l >= 0 && l < impl_->L, "GpuLearner::mixer: layer " << l << " not in [0, " << impl_->L << ")");
+  MAMBARL_CHECK(l >= 0 && l < impl_->L,
+                "GpuLearner::mixer: layer " << l << " not in [0, " << impl_->L << ")");
   return *impl_->mixers[static_cast<size_t>(l)];
 }
 
 void GpuLearner::save(const std::string& path, const std::map<std::string, std::string>& metadata,
                       const std::vector<TensorRecord>& extra) const {
   const Impl& m = *impl_;
-  write_checkpoint(path, m.policy, m.model->layout(), params().data(), exp_avg().data(),
-                   exp_avg_sq().data(), step_count(), metadata, extra);
+  write_checkpoint(path, m.policy, m.model->layout(), params().data(), exp_avg().data(), exp_avg_sq().data(),
+                   step_count(), metadata, extra);
 }
 
 SafetensorsFile GpuLearner::load(const std::string& path) {

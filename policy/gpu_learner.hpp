@@ -41,8 +41,8 @@ class GpuLearner {
   // same work one call at a time (the graph's reference, the bench's baseline).
   enum class Launch { graph, eager };
 
-  GpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head,
-             const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed);
+  GpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
+             const AdamWConfig& adam, uint64_t seed);
   ~GpuLearner();
   GpuLearner(const GpuLearner&) = delete;
   GpuLearner& operator=(const GpuLearner&) = delete;
@@ -63,12 +63,12 @@ class GpuLearner {
   const PolicyConfig& policy_config() const;
 
   // Device <-> host copies of the flat f32 buffers (model().layout()).
-  std::vector<float> params() const;            // weights out
+  std::vector<float> params() const;  // weights out
   // The device copy, for GpuActor::set_weights_device between updates
   // (train_step has returned, so nothing is writing it).
   const float* device_params() const;
-  void set_params(const float* w, size_t n);    // weights in
-  std::vector<float> grads() const;             // the last update's gradient, BEFORE clipping
+  void set_params(const float* w, size_t n);  // weights in
+  std::vector<float> grads() const;           // the last update's gradient, BEFORE clipping
   std::vector<float> exp_avg() const;
   std::vector<float> exp_avg_sq() const;
   long long step_count() const;

@@ -39,14 +39,14 @@ std::vector<std::string> gpu_mixer_types() {
   return out;
 }
 
-std::unique_ptr<GpuMixer> make_gpu_mixer(const Mixer<float>& mixer, const ParamLayout& layout,
-                                         int layer) {
+std::unique_ptr<GpuMixer> make_gpu_mixer(const Mixer<float>& mixer, const ParamLayout& layout, int layer) {
   const std::string type = mixer.type();
   for (const Entry& e : kEngines)
     if (type == e.type) return e.make(mixer, layout, layer);
   // The GRU baseline trains on the CPU only: its recurrence has no GPU scan.
-  MAMBARL_CHECK(type != "gru", "make_gpu_mixer: the 'gru' baseline has no GPU training engine; "
-                               "train it with the CPU learner (runtime.device: cpu)");
+  MAMBARL_CHECK(type != "gru",
+                "make_gpu_mixer: the 'gru' baseline has no GPU training engine; "
+                "train it with the CPU learner (runtime.device: cpu)");
   std::string known;
   for (const Entry& e : kEngines) known += (known.empty() ? "" : ", ") + std::string(e.type);
   MAMBARL_FAIL("make_gpu_mixer: no GPU training engine for mixer type '"

@@ -42,8 +42,7 @@ void GpuMlpMixer::prepare(int T, int B) {
 }
 
 void GpuMlpMixer::forward(const float* params, const float* U, const uint8_t* /*starts*/,
-                          const float* /*state0*/, size_t /*state_stride*/, float* Y,
-                          const GpuExec& exec) {
+                          const float* /*state0*/, size_t /*state_stride*/, float* Y, const GpuExec& exec) {
   MAMBARL_CHECK(M_ > 0, "GpuMlpMixer: forward before prepare()");
   U_ = U;
   cuda::gemm_rows(exec.cublas, M_, D_, E_, U, params + fc1_w_, 0.f, pre_.data());  // (M, E)
@@ -56,18 +55,14 @@ void GpuMlpMixer::backward(const float* params, const float* dY, float* grads, f
                            const GpuExec& exec) {
   MAMBARL_CHECK(U_, "GpuMlpMixer: backward before forward()");
   // fc2: dact = dY W2, dW2 += dY^T act, db2 += colsum(dY).
-  cuda::gemm(exec.cublas, false, false, M_, E_, D_, 1.f, dY, D_, params + fc2_w_, E_, 0.f,
-             dact_.data(), E_);
-  cuda::gemm(exec.cublas, true, false, D_, E_, M_, 1.f, dY, D_, act_.data(), E_, 1.f,
-             grads + fc2_w_, E_);
+  cuda::gemm(exec.cublas, false, false, M_, E_, D_, 1.f, dY, D_, params + fc2_w_, E_, 0.f, dact_.data(), E_);
+  cuda::gemm(exec.cublas, true, false, D_, E_, M_, 1.f, dY, D_, act_.data(), E_, 1.f, grads + fc2_w_, E_);
   cuda::column_sum(exec.cublas, M_, D_, dY, D_, ones_.data(), grads + fc2_b_);
   cuda::mlp_silu_backward(M_, E_, pre_.data(), dact_.data(), exec.stream);
   // fc1: dW1 += dpre^T U, db1 += colsum(dpre), dU = dpre W1.
-  cuda::gemm(exec.cublas, true, false, E_, D_, M_, 1.f, dact_.data(), E_, U_, D_, 1.f,
-             grads + fc1_w_, D_);
+  cuda::gemm(exec.cublas, true, false, E_, D_, M_, 1.f, dact_.data(), E_, U_, D_, 1.f, grads + fc1_w_, D_);
   cuda::column_sum(exec.cublas, M_, E_, dact_.data(), E_, ones_.data(), grads + fc1_b_);
-  cuda::gemm(exec.cublas, false, false, M_, D_, E_, 1.f, dact_.data(), E_, params + fc1_w_, D_,
-             0.f, dU, D_);
+  cuda::gemm(exec.cublas, false, false, M_, D_, E_, 1.f, dact_.data(), E_, params + fc1_w_, D_, 0.f, dU, D_);
 }
 
 void GpuMlpMixer::bindings(std::vector<GraphBinding>& out) const {

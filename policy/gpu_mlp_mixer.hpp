@@ -26,8 +26,7 @@ class GpuMlpMixer final : public GpuMixer {
   void prepare(int T, int B) override;
   void forward(const float* params, const float* U, const uint8_t* starts, const float* state0,
                size_t state_stride, float* Y, const GpuExec& exec) override;
-  void backward(const float* params, const float* dY, float* grads, float* dU,
-                const GpuExec& exec) override;
+  void backward(const float* params, const float* dY, float* grads, float* dU, const GpuExec& exec) override;
   void bindings(std::vector<GraphBinding>& out) const override;
 
  private:
@@ -35,10 +34,10 @@ class GpuMlpMixer final : public GpuMixer {
   size_t fc1_w_, fc1_b_, fc2_w_, fc2_b_;  // offsets into the flat params/grads
   int M_ = 0;                             // T*B of the prepared shape
   const float* U_ = nullptr;              // the last forward's input, kept for dW1
-  DeviceBuffer<float> pre_;   // (M, E) W1 U + b1
-  DeviceBuffer<float> act_;   // (M, E) silu(pre)
-  DeviceBuffer<float> dact_;  // (M, E) dL/dact, then dL/dpre
-  DeviceBuffer<float> ones_;  // (M) for the bias column sums
+  DeviceBuffer<float> pre_;               // (M, E) W1 U + b1
+  DeviceBuffer<float> act_;               // (M, E) silu(pre)
+  DeviceBuffer<float> dact_;              // (M, E) dL/dact, then dL/dpre
+  DeviceBuffer<float> ones_;              // (M) for the bias column sums
 };
 
 }  // namespace mambarl

@@ -5,16 +5,15 @@
 // seed == same bits), the non-finite skips, the replay refusals and the
 // shared checkpoint. Skips without a CUDA device unless MAMBARL_REQUIRE_GPU=1.
 #define BOOST_TEST_MODULE gpu_learner
+#include <cuda_runtime.h>
+
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
-
-#include <cuda_runtime.h>
 
 #include "kernels/cuda_check.cuh"
 #include "policy/cpu_learner.hpp"
@@ -73,8 +72,15 @@ struct HostChunk {
   std::vector<float> obs, actions, old_logp, adv, returns, state0;
   std::vector<uint8_t> starts;
   ChunkView view() const {
-    return ChunkView{T, B, obs.data(), actions.data(), old_logp.data(), adv.data(), returns.data(),
-                     starts.data(), state0.data()};
+    return ChunkView{T,
+                     B,
+                     obs.data(),
+                     actions.data(),
+                     old_logp.data(),
+                     adv.data(),
+                     returns.data(),
+                     starts.data(),
+                     state0.data()};
   }
 };
 
@@ -93,7 +99,8 @@ HostChunk make_chunk(const CpuLearner& ref, const LearnerCase& c, uint64_t seed,
   for (auto& v : h.state0) v = static_cast<float>(0.5 * rng.normal());
   h.actions.resize(static_cast<size_t>(M) * aw);
   for (auto& a : h.actions)
-    a = c.discrete ? static_cast<float>(rng.below(static_cast<uint32_t>(A))) : static_cast<float>(rng.normal());
+    a = c.discrete ? static_cast<float>(rng.below(static_cast<uint32_t>(A)))
+                   : static_cast<float>(rng.normal());
   h.adv.resize(static_cast<size_t>(M));
   h.returns.resize(static_cast<size_t>(M));
   for (auto& v : h.adv) v = static_cast<float>(0.5 + 2.0 * rng.normal());
@@ -137,8 +144,10 @@ void check_tensors(const std::string& what, const ParamLayout& layout, const std
                    const float* cpu, double atol_abs) {
   for (const ParamInfo& p : layout.params()) {
     const auto ref = vec(cpu + p.offset, p.numel);
-    const double atol = std::max(atol_abs, kElemAtol * std::max(1.0, static_cast<double>(ref.cwiseAbs().maxCoeff())));
-    MAMBARL_CHECK_CLOSE_REL(what + " " + p.name, vec(gpu.data() + p.offset, p.numel), ref, kRel, kElemRtol, atol);
+    const double atol =
+        std::max(atol_abs, kElemAtol * std::max(1.0, static_cast<double>(ref.cwiseAbs().maxCoeff())));
+    MAMBARL_CHECK_CLOSE_REL(what + " " + p.name, vec(gpu.data() + p.offset, p.numel), ref, kRel, kElemRtol,
+                            atol);
   }
 }
 
@@ -166,7 +175,8 @@ BOOST_AUTO_TEST_CASE(matches_cpu_learner) {
       const HostChunk chunk = make_chunk(cpu, c, 100 + static_cast<uint64_t>(u));
       const TrainResult rc = cpu.train_step(chunk.view(), kLr);
       const TrainResult rg = gpu.train_step(chunk.view(), kLr);
-      BOOST_REQUIRE_MESSAGE(!rc.skipped && !rg.skipped, tag << ": skipped (" << rc.reason << " / " << rg.reason << ")");
+      BOOST_REQUIRE_MESSAGE(!rc.skipped && !rg.skipped,
+                            tag << ": skipped (" << rc.reason << " / " << rg.reason << ")");
       // Metrics are means over tokens: an abs floor for terms near zero.
       check_scalar(tag + " loss", rg.loss.loss, rc.loss.loss, 1e-6);
       check_scalar(tag + " pg_loss", rg.loss.pg_loss, rc.loss.pg_loss, 1e-6);
@@ -214,7 +224,8 @@ BOOST_AUTO_TEST_CASE(graph_replay_equals_eager_bitwise) {
       BOOST_CHECK_EQUAL(a.grad_norm, b.grad_norm);
       BOOST_CHECK_MESSAGE(graph.grads() == eager.grads(), c.name << " update " << u << ": grads differ");
       BOOST_CHECK_MESSAGE(graph.params() == eager.params(), c.name << " update " << u << ": weights differ");
-      BOOST_CHECK_MESSAGE(graph.exp_avg_sq() == eager.exp_avg_sq(), c.name << " update " << u << ": moments differ");
+      BOOST_CHECK_MESSAGE(graph.exp_avg_sq() == eager.exp_avg_sq(),
+                          c.name << " update " << u << ": moments differ");
     }
   }
 }
@@ -344,8 +355,9 @@ BOOST_AUTO_TEST_CASE(gru_has_no_gpu_engine) {
   require_gpu();
   const PolicyConfig pol =
       PolicyConfig::from_yaml(ConfigNode(YAML::Load("{type: gru, d_model: 16}"), "test.yaml", "policy"));
-  BOOST_CHECK_EXCEPTION(GpuLearner(pol, kObs, HeadSpec{true, 2}, PpoLossConfig{}, AdamWConfig{}, 1), Error,
-                        [](const Error& e) { return message_has(e, "'gru' baseline has no GPU training engine"); });
+  BOOST_CHECK_EXCEPTION(
+      GpuLearner(pol, kObs, HeadSpec{true, 2}, PpoLossConfig{}, AdamWConfig{}, 1), Error,
+      [](const Error& e) { return message_has(e, "'gru' baseline has no GPU training engine"); });
 }
 
 BOOST_AUTO_TEST_SUITE_END()

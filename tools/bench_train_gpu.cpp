@@ -75,8 +75,8 @@ std::string bench_shape(const std::string& type, const TrainShape& s, int reps) 
     ret[i] = static_cast<float>(rng.normal());
   }
   for (auto& v : state0) v = static_cast<float>(0.1 * rng.normal());
-  const ChunkView cv{s.T, s.B, obs.data(), actions.data(), logp.data(), adv.data(), ret.data(),
-                     starts.data(), state0.data()};
+  const ChunkView cv{s.T,        s.B,        obs.data(),    actions.data(), logp.data(),
+                     adv.data(), ret.data(), starts.data(), state0.data()};
   // Eager warm-up, capture, one replay: the graph exists before timing.
   for (int i = 0; i < 3; ++i) learner.train_step(cv, kLr);
   const double graph_ms = timed_median_ms(learner, reps);
