@@ -437,7 +437,7 @@ TrainResult GpuLearner::train_step(const ChunkView& c, double lr) {
     for (size_t i = 0; i < rows; ++i) {
       const float a = c.actions[i];
       MAMBARL_CHECK(a >= 0.f && a < static_cast<float>(m.A) && a == std::floor(a),
-                    "ppo_loss: action " << a << " out of range [0, " << m.A << ")");
+                    "ppo_loss: action " << a << " is not an integer in [0, " << m.A << ")");
     }
   uint8_t* host = m.in_host.data();
   std::memcpy(host + m.st.lr, &lr, sizeof(double));
