@@ -318,6 +318,21 @@ BOOST_AUTO_TEST_CASE(replay_refuses_a_moved_buffer_or_another_shape) {
   for (int u = 0; u < 2; ++u) BOOST_CHECK(!gpu.train_step(longer.view(), kLr).skipped);
 }
 
+BOOST_AUTO_TEST_CASE(refuses_a_categorical_action_out_of_range) {
+  require_gpu();
+  const LearnerCase& c = kCases[0];
+  const PolicyConfig pol = policy_of(c);
+  CpuLearner chunks_from(pol, kObs, head_of(c), PpoLossConfig{}, adam_cfg(), 11);
+  GpuLearner gpu(pol, kObs, head_of(c), PpoLossConfig{}, adam_cfg(), 11);
+  for (float bad : {-1.f, static_cast<float>(c.action_dim), 0.5f}) {
+    HostChunk chunk = make_chunk(chunks_from, c, 700);
+    chunk.actions[4] = bad;
+    BOOST_CHECK_EXCEPTION(gpu.train_step(chunk.view(), kLr), Error,
+                          [](const Error& e) { return message_has(e, "is not an integer in [0, 3)"); });
+  }
+  BOOST_CHECK_EQUAL(gpu.step_count(), 0);
+}
+
 BOOST_AUTO_TEST_CASE(checkpoint_is_shared_with_the_cpu_learner) {
   require_gpu();
   const LearnerCase& c = kCases[1];
