@@ -13,21 +13,25 @@ namespace mambarl::cuda {
 
 constexpr float kNormEpsF = 1e-5f;  // MATH.md: all norms use eps = 1e-5
 
-__device__ __forceinline__ float warp_sum(float v) {
+// float, or double where a sum over many terms must keep its digits (the
+// learner's loss metrics and gradient norm accumulate in double, as the CPU).
+template <typename V>
+__device__ __forceinline__ V warp_sum(V v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
 // Sum of v over the block; every thread gets the same value. scratch: 32
-// floats of shared memory, free again when this returns.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+// values of shared memory, free again when this returns.
+template <typename V>
+__device__ __forceinline__ V block_sum(V v, V* scratch) {
   v = warp_sum(v);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int nwarps = static_cast<int>(blockDim.x + 31) >> 5;
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  float s = 0.f;
+  V s = V(0);
   for (int w = 0; w < nwarps; ++w) s += scratch[w];
   __syncthreads();
   return s;

@@ -1,35 +1,10 @@
 #include "policy/cpu_learner.hpp"
 
 #include <cmath>
-#include <cstring>
-#include <sstream>
+
+#include "policy/checkpoint.hpp"
 
 namespace mambarl {
-
-namespace {
-constexpr const char* kFormat = "mambarl-checkpoint-v1";
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "(";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + ")";
-}
-
-// Copies one named tensor into dst after checking its dtype and exact shape.
-void load_tensor(const SafetensorsFile& f, const std::string& name, const std::vector<int64_t>& shape, float* dst,
-                 const std::string& path) {
-  const TensorRecord& t = f.at(name);
-  MAMBARL_CHECK(t.shape == shape, path << ": tensor '" << name << "' has shape " << shape_str(t.shape)
-                                       << ", this model expects " << shape_str(shape));
-  copy_to(t, dst, shape_numel(shape));
-}
-
-std::string emit(const YAML::Node& n) {
-  YAML::Emitter e;
-  e << n;
-  return e.c_str();
-}
-}  // namespace
 
 CpuLearner::CpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head,
                        const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed)
@@ -82,55 +57,17 @@ TrainResult CpuLearner::train_step(const ChunkView& c, double lr) {
 
 void CpuLearner::save(const std::string& path, const std::map<std::string, std::string>& metadata,
                       const std::vector<TensorRecord>& extra) const {
-  SafetensorsFile f;
-  f.metadata = metadata;
-  f.metadata["format"] = kFormat;
-  f.metadata["policy_config"] = emit(policy_.to_yaml());
-  f.metadata["optimizer_step"] = std::to_string(adam_.step_count());
-  for (const auto& p : model_->layout().params()) {
-    f.tensors.push_back(make_tensor(p.name, p.shape, params_.data() + p.offset));
-  }
-  for (const auto& p : model_->layout().params()) {
-    f.tensors.push_back(make_tensor("optimizer.exp_avg." + p.name, p.shape,
-                                    adam_.exp_avg().data() + p.offset));
-    f.tensors.push_back(make_tensor("optimizer.exp_avg_sq." + p.name, p.shape,
-                                    adam_.exp_avg_sq().data() + p.offset));
-  }
-  for (const auto& t : extra) f.tensors.push_back(t);
-  write_safetensors(path, f);
+  write_checkpoint(path, policy_, model_->layout(), params_.data(), adam_.exp_avg().data(),
+                   adam_.exp_avg_sq().data(), adam_.step_count(), metadata, extra);
 }
 
 SafetensorsFile CpuLearner::load(const std::string& path) {
-  SafetensorsFile f = read_safetensors(path);
-  const auto meta = [&](const std::string& k) -> const std::string& {
-    auto it = f.metadata.find(k);
-    MAMBARL_CHECK(it != f.metadata.end(), path << ": not a mambarl checkpoint (no '" << k << "' metadata)");
-    return it->second;
-  };
-  MAMBARL_CHECK(meta("format") == kFormat, path << ": checkpoint format '" << meta("format")
-                                                << "', expected '" << kFormat << "'");
-  const std::string mine = emit(policy_.to_yaml());
-  MAMBARL_CHECK(meta("policy_config") == mine,
-                path << ": checkpoint was written by a different policy config:\n"
-                     << meta("policy_config") << "\nthis run's policy:\n" << mine);
-  // Read everything into temporaries first, so a bad tensor leaves us untouched.
-  AlignedVec<float> params(params_.size(), 0.0f);
-  std::vector<float> m(params_.size(), 0.0f), v(params_.size(), 0.0f);
-  for (const auto& p : model_->layout().params()) {
-    load_tensor(f, p.name, p.shape, params.data() + p.offset, path);
-    load_tensor(f, "optimizer.exp_avg." + p.name, p.shape, m.data() + p.offset, path);
-    load_tensor(f, "optimizer.exp_avg_sq." + p.name, p.shape, v.data() + p.offset, path);
-  }
-  long long step = 0;
-  try {
-    step = std::stoll(meta("optimizer_step"));
-  } catch (const std::exception&) {
-    MAMBARL_FAIL(path << ": optimizer_step '" << meta("optimizer_step") << "' is not an integer");
-  }
-  params_ = std::move(params);
-  adam_.exp_avg() = std::move(m);
-  adam_.exp_avg_sq() = std::move(v);
-  adam_.set_step_count(step);
+  LearnerState s;
+  SafetensorsFile f = read_checkpoint(path, policy_, model_->layout(), s);
+  params_.assign(s.params.begin(), s.params.end());
+  adam_.exp_avg() = std::move(s.exp_avg);
+  adam_.exp_avg_sq() = std::move(s.exp_avg_sq);
+  adam_.set_step_count(s.step);
   return f;
 }
 

@@ -48,9 +48,11 @@ class CpuLearner {
   AlignedVec<float>& params() { return params_; }
   const AlignedVec<float>& params() const { return params_; }
   const AdamW<float>& optimizer() const { return adam_; }
+  // The gradient of the last train_step, after clipping (for tests).
+  const AlignedVec<float>& grads() const { return grads_; }
 
-  // Checkpoint = parameters by name + AdamW moments + step + resolved config,
-  // plus caller metadata and extra tensors (runner state). Written atomically.
+  // Checkpoint (policy/checkpoint.hpp): parameters, AdamW moments, step,
+  // resolved config, plus caller metadata and extra tensors. Written atomically.
   void save(const std::string& path, const std::map<std::string, std::string>& metadata,
             const std::vector<TensorRecord>& extra) const;
   // Validates names, shapes, dtypes and the policy config against this learner;

@@ -102,6 +102,7 @@ struct GpuActor::Impl {
   const float* param(const std::string& name, std::vector<int64_t> shape) const;
   void plan_layers(const PolicyConfig& cfg);
   void derive_weights();
+  void load_weights(const float* w, size_t n, cudaMemcpyKind kind, long long v);
   std::vector<GraphBinding> bindings(bool peek) const;
   void record(cudaStream_t s, bool peek, bool pdl);
   void run(bool peek);
@@ -302,6 +303,13 @@ void GpuActor::Impl::derive_weights() {
   sync();
 }
 
+void GpuActor::Impl::load_weights(const float* w, size_t n, cudaMemcpyKind kind, long long v) {
+  MAMBARL_CHECK(n == params.size(), "GpuActor: weights have " << n << " floats, model has " << params.size());
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(params.data(), w, params.bytes(), kind, stream.get()));
+  derive_weights();
+  version = v;
+}
+
 std::vector<GraphBinding> GpuActor::Impl::bindings(bool peek) const {
   std::vector<GraphBinding> b = {
       GraphBinding::value("batch", B),
@@ -400,13 +408,11 @@ void GpuActor::set_launch(Launch mode) { impl_->mode = mode; }
 GpuActor::Launch GpuActor::launch() const { return impl_->mode; }
 
 void GpuActor::set_weights(const float* w, size_t n, long long version) {
-  Impl& m = *impl_;
-  MAMBARL_CHECK(n == m.params.size(), "GpuActor: weights have " << n << " floats, model has "
-                                                                << m.params.size());
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(m.params.data(), w, m.params.bytes(), cudaMemcpyHostToDevice,
-                                     m.stream.get()));
-  m.derive_weights();
-  m.version = version;
+  impl_->load_weights(w, n, cudaMemcpyHostToDevice, version);
+}
+
+void GpuActor::set_weights_device(const float* w, size_t n, long long version) {
+  impl_->load_weights(w, n, cudaMemcpyDeviceToDevice, version);
 }
 
 void GpuActor::reset(const uint8_t* mask) {

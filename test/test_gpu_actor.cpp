@@ -296,6 +296,34 @@ BOOST_AUTO_TEST_CASE(graph_replay_equals_eager_bitwise) {
   }
 }
 
+// Weights from a device buffer (the learner's refresh path) act exactly as
+// the same weights from the host.
+BOOST_AUTO_TEST_CASE(device_weights_equal_host_weights) {
+  require_gpu();
+  const int B = 7;
+  for (const Case& c : cases()) {
+    BOOST_TEST_CONTEXT("case " << c.name) {
+      ActorPair ap(c, 5);
+      GpuActor host = ap.gpu(B, 8), dev = ap.gpu(B, 8);
+      host.set_weights(ap.weights.data(), ap.weights.size(), 3);
+      DeviceBuffer<float> d(ap.weights.size());
+      MAMBARL_CUDA_CHECK(cudaMemcpy(d.data(), ap.weights.data(), d.bytes(), cudaMemcpyHostToDevice));
+      dev.set_weights_device(d.data(), d.size(), 3);
+      BOOST_CHECK_EQUAL(dev.weights_version(), 3);
+      StepIO a(B, c.obs_dim, c.head.act_width()), b(B, c.obs_dim, c.head.act_width());
+      Rng rng(6, 0);
+      for (int t = 0; t < 5; ++t) {
+        a.draw(rng, t, 0.1);
+        b.obs = a.obs;
+        b.starts = a.starts;
+        a.act(host);
+        b.act(dev);
+        BOOST_CHECK_MESSAGE(a.same_bits(b), "step " << t << ": device-set weights act differently");
+      }
+    }
+  }
+}
+
 // reset(mask) zeroes one env's state and nothing else; an episode_start flag
 // touches only its env too, and equals reset() followed by a plain step.
 BOOST_AUTO_TEST_CASE(reset_of_one_env_leaves_the_others_untouched) {

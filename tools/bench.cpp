@@ -16,6 +16,7 @@
 #include "tools/bench_soak.hpp"
 #if defined(MAMBARL_HAVE_CUDA)
 #include "tools/bench_rollout_gpu.hpp"
+#include "tools/bench_train_gpu.hpp"
 #endif
 #include "tools/experiment.hpp"
 #include "tools/trainer.hpp"
@@ -173,7 +174,8 @@ int run_bench(int argc, char** argv, std::ostream& out) {
   const char* usage =
       "usage: mambarl bench rollout|train|e2e [--device cpu|cuda] [--reps N]\n"
       "  rollout: T=1 actor step (us/step, heap allocations per step; --device cuda: the GPU actor's graph)\n"
-      "  train:   chunk forward, forward+backward and whole PPO update (ms)\n"
+      "  train:   chunk forward, forward+backward and whole PPO update (ms; --device cuda: the GPU\n"
+      "           learner's captured update, graph and eager, for every policy with a GPU engine)\n"
       "  e2e:     the training runner end to end (env-steps/s)\n"
       "  Prints one JSON object on stdout.\n"
       "usage: mambarl bench soak [config.yaml] [--minutes M] [--sample-s S] [--out plot.svg] [key=value ...]\n"
@@ -201,8 +203,10 @@ int run_bench(int argc, char** argv, std::ostream& out) {
   MAMBARL_CHECK(device == "cpu" || device == "cuda", "bench: --device must be cpu or cuda, got '" << device << "'");
   if (device == "cuda") {
 #if defined(MAMBARL_HAVE_CUDA)
-    MAMBARL_CHECK(what == "rollout", "bench " << what << ": the GPU learner is not built yet; only `bench rollout --device cuda` runs on the GPU");
-    out << bench_rollout_gpu_json(reps ? reps : 1000) << std::endl;
+    MAMBARL_CHECK(what != "e2e", "bench e2e: the training runner runs on the CPU only; "
+                                 "`bench rollout` and `bench train` take --device cuda");
+    if (what == "rollout") out << bench_rollout_gpu_json(reps ? reps : 1000) << std::endl;
+    else out << bench_train_gpu_json(reps ? reps : 100) << std::endl;
     return 0;
 #else
     MAMBARL_FAIL("bench: this build has no CUDA engines (configure with -DMAMBARL_CUDA=ON where nvcc is present)");

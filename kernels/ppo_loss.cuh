@@ -1,0 +1,69 @@
+// The recurrent-PPO loss on the device (CPU twin: policy/ppo_loss.cpp, the
+// reference for every formula and every rounding choice below):
+//   L = -mean(min(ρÂ, clip(ρ, 1-ε, 1+ε)Â)) + c_v·mean((V - R)²)/2 - c_e·mean(entropy)
+// over the M tokens of one minibatch, Â normalised over those tokens, and
+// the derivatives w.r.t. the head outputs, the values and log σ.
+//
+// Three launches, no atomics (bitwise reproducible):
+//   1. one block: advantage mean and std in double, as the CPU;
+//   2. one thread per token: log-prob, entropy, ratio, the per-token loss
+//      terms into a (M, kPpoTerms) scratch, dhead, dvalues and, for a
+//      Gaussian head, the per-token d/d log σ into a (M, A) scratch;
+//   3. one block: the token sums in double in a fixed order -> the metrics,
+//      a non-finite-loss flag, and d/d log σ added into the gradient.
+// Actions are validated by the caller (a categorical action must be an
+// integer in [0, A)); the kernels do not check them.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace mambarl::cuda {
+
+// Per-token loss terms kept for the reduction: -min(surr1, surr2), (V-R)²,
+// entropy, approx-KL (ρ-1) - log ρ, clipped (0/1).
+constexpr int kPpoTerms = 5;
+// The metrics written, in this order (doubles): loss, pg_loss, v_loss,
+// entropy, approx_kl, clip_frac (PpoLossMetrics' fields).
+constexpr int kPpoMetrics = 6;
+
+struct PpoDims {
+  int M = 0;  // tokens
+  int A = 0;  // head width: logits or Gaussian mean
+  bool discrete = true;
+};
+
+struct PpoCoefs {
+  double clip_eps = 0.2, vf_coef = 0.5, ent_coef = 0.01;
+  bool normalize_advantages = true;
+};
+
+struct PpoInputs {
+  const float* head = nullptr;        // (M, A) f W_π^T, without the bias
+  const float* pi_b = nullptr;        // (A)
+  const float* values = nullptr;      // (M) f w_v^T, without the bias
+  const float* v_b = nullptr;         // (1)
+  const float* log_std = nullptr;     // (A) Gaussian only, else null
+  const float* actions = nullptr;     // (M, act_width)
+  const float* old_logp = nullptr;    // (M)
+  const float* advantages = nullptr;  // (M)
+  const float* returns = nullptr;     // (M)
+};
+
+struct PpoOutputs {
+  float* dhead = nullptr;          // (M, A) written
+  float* dvalues = nullptr;        // (M) written
+  float* dlog_std = nullptr;       // (A) gradient, ADDED to (Gaussian only)
+  double* metrics = nullptr;       // (kPpoMetrics) written
+  int* loss_not_finite = nullptr;  // written: 1 when the loss is NaN/Inf, else 0
+};
+
+struct PpoScratch {
+  double* adv_stats = nullptr;      // (2) mean, std + 1e-8
+  float* terms = nullptr;           // (M, kPpoTerms)
+  float* dlog_std_terms = nullptr;  // (M, A) Gaussian only
+};
+
+void ppo_loss(const PpoDims& dims, const PpoCoefs& coefs, const PpoInputs& in, const PpoScratch& scratch,
+              const PpoOutputs& out, cudaStream_t stream);
+
+}  // namespace mambarl::cuda

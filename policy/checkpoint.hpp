@@ -1,0 +1,36 @@
+// The learner checkpoint, shared by the CPU and GPU learners: parameters by
+// name + AdamW moments (optimizer.exp_avg.<name>, optimizer.exp_avg_sq.<name>)
+// + optimizer step + the resolved policy config, plus caller metadata and
+// extra tensors (runner state). Both learners hold the same flat f32 layout,
+// so a checkpoint written by one loads into the other.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "policy/param_layout.hpp"
+#include "policy/policy_config.hpp"
+#include "policy/safetensors.hpp"
+
+namespace mambarl {
+
+// Flat host copies in the layout's order (size layout.size()).
+struct LearnerState {
+  std::vector<float> params, exp_avg, exp_avg_sq;
+  long long step = 0;
+};
+
+// Written atomically.
+void write_checkpoint(const std::string& path, const PolicyConfig& policy, const ParamLayout& layout,
+                      const float* params, const float* exp_avg, const float* exp_avg_sq, long long step,
+                      const std::map<std::string, std::string>& metadata,
+                      const std::vector<TensorRecord>& extra);
+
+// Validates the format, the policy config, every name, shape and dtype
+// against this layout before filling `out`; returns the file so the caller
+// can read its metadata and extra tensors. On error `out` is untouched.
+SafetensorsFile read_checkpoint(const std::string& path, const PolicyConfig& policy,
+                                const ParamLayout& layout, LearnerState& out);
+
+}  // namespace mambarl

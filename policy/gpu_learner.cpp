@@ -1,0 +1,557 @@
+#include "policy/gpu_learner.hpp"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/adamw.cuh"
+#include "kernels/cuda_check.cuh"
+#include "kernels/device_buffer.cuh"
+#include "kernels/linear.cuh"
+#include "kernels/ppo_loss.cuh"
+#include "kernels/rmsnorm.cuh"
+#include "kernels/rows.cuh"
+#include "policy/checkpoint.hpp"
+#include "policy/cuda_graph.hpp"
+#include "policy/policy_config.hpp"
+
+namespace mambarl {
+
+namespace {
+
+// cuBLAS's recommended workspace on Hopper; set before capture so that no
+// GEMM allocates inside the graph.
+constexpr size_t kCublasWorkspaceBytes = 32u << 20;
+constexpr size_t kStagingAlign = 256;
+
+size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// Everything the update reports, plus the optimizer step that persists
+// across updates: one device struct, copied to pinned memory once per update.
+struct DeviceScalars {
+  double metrics[cuda::kPpoMetrics];  // loss, pg_loss, v_loss, entropy, approx_kl, clip_frac
+  double grad_norm;
+  long long step;
+  int loss_not_finite;
+  int grad_not_finite;
+  float step_scalars[4];  // AdamW's per-step scratch (kernels/adamw.cuh)
+};
+
+class Stream {
+ public:
+  Stream() { MAMBARL_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~Stream() { (void)cudaStreamDestroy(s_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+class Cublas {
+ public:
+  Cublas() { MAMBARL_CUBLAS_CHECK(cublasCreate(&h_)); }
+  ~Cublas() { (void)cublasDestroy(h_); }
+  Cublas(const Cublas&) = delete;
+  Cublas& operator=(const Cublas&) = delete;
+  cublasHandle_t get() const { return h_; }
+
+ private:
+  cublasHandle_t h_ = nullptr;
+};
+
+// Byte offsets of the chunk's arrays in the pinned staging buffer and its
+// device twin (same layout, one H2D copy).
+struct Staging {
+  size_t lr = 0, obs = 0, actions = 0, old_logp = 0, adv = 0, returns = 0, state0 = 0, starts = 0;
+  size_t bytes = 0;
+};
+
+}  // namespace
+
+struct GpuLearner::Impl {
+  PolicyConfig policy;
+  PpoLossConfig loss_cfg;
+  AdamWConfig adam_cfg;
+  std::shared_ptr<ActorCritic<float>> model;
+  int obs_dim = 0, D = 0, L = 0, A = 0, act_width = 0;
+  size_t S = 0, P = 0;  // state floats per env; parameter floats
+  Launch mode = Launch::graph;
+  int T = 0, B = 0, M = 0;  // the prepared chunk shape, M = T*B
+  bool warmed_up = false;   // one eager update of this shape ran (lazy loading, cuBLAS setup)
+
+  Stream stream;
+  Cublas cublas;
+  DeviceBuffer<uint8_t> cublas_ws{kCublasWorkspaceBytes};
+  DeviceBuffer<float> params, grads, exp_avg, exp_avg_sq, decay;  // (P) each
+  DeviceBuffer<DeviceScalars> scalars{1};
+  PinnedBuffer<DeviceScalars> scalars_host{1};
+  DeviceBuffer<double> norm_partials{cuda::kGradNormBlocks}, adv_stats{2};
+  std::vector<std::unique_ptr<GpuMixer>> mixers;
+
+  // Per-shape buffers (prepare()).
+  Staging st;
+  PinnedBuffer<uint8_t> in_host;
+  DeviceBuffer<uint8_t> in_dev;
+  DeviceBuffer<float> h;                // (L+1, M, D) residual streams
+  DeviceBuffer<float> normed;           // (L, M, D) pre-mixer norms (the mixers' U)
+  DeviceBuffer<float> rstd;             // (L, M)
+  DeviceBuffer<float> mix;              // (M, D) mixer output
+  DeviceBuffer<float> f;                // (M, D) final norm output
+  DeviceBuffer<float> rstd_f;           // (M)
+  DeviceBuffer<float> head, dhead;      // (M, A) each, head without its bias
+  DeviceBuffer<float> values, dvalues;  // (M) each, values without the bias
+  DeviceBuffer<float> loss_terms;       // (M, kPpoTerms)
+  DeviceBuffer<float> dlog_std_terms;   // (M, A) Gaussian heads
+  DeviceBuffer<float> dh, dmix;         // (M, D) each; dmix also holds df
+  DeviceBuffer<float> dw_terms;         // (M, D) norm-weight gradient terms
+  DeviceBuffer<float> ones;             // (M)
+
+  // Parameter offsets.
+  size_t obs_w = 0, obs_b = 0, norm_f = 0, pi_w = 0, pi_b = 0, v_w = 0, v_b = 0;
+  long long log_std = -1;
+  std::vector<size_t> norm_w;  // (L)
+
+  // Declared last: destroyed before the buffers it points into. Null until
+  // captured; prepare() drops it (a new shape is a new graph).
+  std::unique_ptr<CudaGraph> graph;
+
+  Impl(const PolicyConfig& policy, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
+       const AdamWConfig& adam, uint64_t seed);
+  ~Impl() { (void)cudaStreamSynchronize(stream.get()); }
+
+  size_t offset(const std::string& name) const {
+    const ParamId id = model->layout().find(name);
+    MAMBARL_CHECK(id >= 0, "GpuLearner: the model has no parameter '" << name << "'");
+    return model->layout()[id].offset;
+  }
+  void prepare(int T_, int B_);
+  template <typename T_>
+  T_* in(size_t off) const {
+    return reinterpret_cast<T_*>(in_dev.data() + off);
+  }
+  float* h_at(int l) const { return h.data() + static_cast<size_t>(l) * M * D; }
+  std::vector<GraphBinding> bindings() const;
+  void record(cudaStream_t s);
+  void run();
+  void sync() const { MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream.get())); }
+  std::vector<float> download(const DeviceBuffer<float>& d) const;
+  void upload(DeviceBuffer<float>& d, const float* src, size_t n, const char* what);
+  void set_step(long long step);
+};
+
+GpuLearner::Impl::Impl(const PolicyConfig& pol, int obs, const HeadSpec& hs, const PpoLossConfig& loss,
+                       const AdamWConfig& adam, uint64_t seed)
+    : policy(pol), loss_cfg(loss), adam_cfg(adam), model(make_actor_critic<float>(pol, obs, hs)) {
+  int devices = 0;
+  MAMBARL_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  MAMBARL_CHECK(devices > 0, "GpuLearner: no CUDA device");
+  const ActorCriticSpec& spec = model->spec();
+  obs_dim = spec.obs_dim;
+  D = spec.d_model;
+  L = spec.n_layers;
+  A = spec.head.action_dim;
+  act_width = spec.head.act_width();
+  S = model->state_size();
+  const ParamLayout& layout = model->layout();
+  P = layout.size();
+
+  MAMBARL_CUBLAS_CHECK(cublasSetStream(cublas.get(), stream.get()));
+  // After SetStream, which resets the workspace to cuBLAS's own pool.
+  MAMBARL_CUBLAS_CHECK(cublasSetWorkspace(cublas.get(), cublas_ws.data(), cublas_ws.bytes()));
+  // No TF32: the CPU parity bound is 1e-4.
+  MAMBARL_CUBLAS_CHECK(cublasSetMathMode(cublas.get(), CUBLAS_DEFAULT_MATH));
+
+  for (int l = 0; l < L; ++l) mixers.push_back(make_gpu_mixer(model->mixer(l), layout, l));
+
+  // Same init as CpuLearner: on the host from the seed, then uploaded.
+  std::vector<float> host(P, 0.f), flags(P, 0.f);
+  model->init_params(host.data(), seed);
+  for (const auto& p : layout.params())
+    if (p.weight_decay)
+      std::fill(flags.begin() + static_cast<long>(p.offset),
+                flags.begin() + static_cast<long>(p.offset + p.numel), 1.f);
+  params = DeviceBuffer<float>(P);
+  grads = DeviceBuffer<float>(P);
+  exp_avg = DeviceBuffer<float>(P);
+  exp_avg_sq = DeviceBuffer<float>(P);
+  decay = DeviceBuffer<float>(P);
+  upload(params, host.data(), P, "params");
+  upload(decay, flags.data(), P, "decay flags");
+  MAMBARL_CUDA_CHECK(cudaMemsetAsync(grads.data(), 0, grads.bytes(), stream.get()));
+  MAMBARL_CUDA_CHECK(cudaMemsetAsync(exp_avg.data(), 0, exp_avg.bytes(), stream.get()));
+  MAMBARL_CUDA_CHECK(cudaMemsetAsync(exp_avg_sq.data(), 0, exp_avg_sq.bytes(), stream.get()));
+  MAMBARL_CUDA_CHECK(cudaMemsetAsync(scalars.data(), 0, scalars.bytes(), stream.get()));
+  sync();
+
+  obs_w = offset("obs_proj.weight");
+  obs_b = offset("obs_proj.bias");
+  for (int l = 0; l < L; ++l) norm_w.push_back(offset("layers." + std::to_string(l) + ".norm.weight"));
+  norm_f = offset("norm_f.weight");
+  pi_w = offset("pi.weight");
+  pi_b = offset("pi.bias");
+  if (!spec.head.discrete) log_std = static_cast<long long>(offset("pi.log_std"));
+  v_w = offset("v.weight");
+  v_b = offset("v.bias");
+}
+
+void GpuLearner::Impl::prepare(int T_, int B_) {
+  MAMBARL_CHECK(T_ >= 1 && B_ >= 1, "GpuLearner: empty chunk (T=" << T_ << ", B=" << B_ << ")");
+  sync();
+  T = T_;
+  B = B_;
+  M = T * B;
+  warmed_up = false;
+  graph.reset();
+  const size_t m = static_cast<size_t>(M), d = static_cast<size_t>(D);
+  // Staging: the lr first (8-byte aligned), then each array on its own 256-byte boundary.
+  size_t at = 0;
+  const auto take = [&](size_t bytes) {
+    const size_t off = at;
+    at = align_up(at + std::max<size_t>(bytes, 1), kStagingAlign);
+    return off;
+  };
+  st.lr = take(sizeof(double));
+  st.obs = take(m * obs_dim * sizeof(float));
+  st.actions = take(m * act_width * sizeof(float));
+  st.old_logp = take(m * sizeof(float));
+  st.adv = take(m * sizeof(float));
+  st.returns = take(m * sizeof(float));
+  st.state0 = take(static_cast<size_t>(B) * S * sizeof(float));
+  st.starts = take(m);
+  st.bytes = at;
+  in_host = PinnedBuffer<uint8_t>(st.bytes);
+  std::memset(in_host.data(), 0, in_host.bytes());
+  in_dev = DeviceBuffer<uint8_t>(st.bytes);
+
+  h = DeviceBuffer<float>(static_cast<size_t>(L + 1) * m * d);
+  normed = DeviceBuffer<float>(std::max<size_t>(static_cast<size_t>(L) * m * d, 1));
+  rstd = DeviceBuffer<float>(std::max<size_t>(static_cast<size_t>(L) * m, 1));
+  mix = DeviceBuffer<float>(m * d);
+  f = DeviceBuffer<float>(m * d);
+  rstd_f = DeviceBuffer<float>(m);
+  head = DeviceBuffer<float>(m * A);
+  dhead = DeviceBuffer<float>(m * A);
+  values = DeviceBuffer<float>(m);
+  dvalues = DeviceBuffer<float>(m);
+  loss_terms = DeviceBuffer<float>(m * cuda::kPpoTerms);
+  dlog_std_terms = DeviceBuffer<float>(log_std >= 0 ? m * A : 1);
+  dh = DeviceBuffer<float>(m * d);
+  dmix = DeviceBuffer<float>(m * d);
+  dw_terms = DeviceBuffer<float>(m * d);
+  ones = DeviceBuffer<float>(m);
+  cuda::fill(m, 1.f, ones.data(), stream.get());
+  for (auto& mx : mixers) mx->prepare(T, B);
+  sync();
+}
+
+std::vector<GraphBinding> GpuLearner::Impl::bindings() const {
+  std::vector<GraphBinding> b = {
+      GraphBinding::value("chunk T", T),
+      GraphBinding::value("chunk B", B),
+      GraphBinding::buffer("params", params),
+      GraphBinding::buffer("grads", grads),
+      GraphBinding::buffer("exp_avg", exp_avg),
+      GraphBinding::buffer("exp_avg_sq", exp_avg_sq),
+      GraphBinding::buffer("decay flags", decay),
+      GraphBinding::buffer("scalars", scalars),
+      GraphBinding::buffer("pinned scalars", scalars_host),
+      GraphBinding::buffer("grad-norm partials", norm_partials),
+      GraphBinding::buffer("advantage stats", adv_stats),
+      GraphBinding::buffer("pinned chunk", in_host),
+      GraphBinding::buffer("device chunk", in_dev),
+      GraphBinding::buffer("residual streams", h),
+      GraphBinding::buffer("normed inputs", normed),
+      GraphBinding::buffer("layer rstd", rstd),
+      GraphBinding::buffer("mixer output", mix),
+      GraphBinding::buffer("final norm", f),
+      GraphBinding::buffer("final rstd", rstd_f),
+      GraphBinding::buffer("head", head),
+      GraphBinding::buffer("dhead", dhead),
+      GraphBinding::buffer("values", values),
+      GraphBinding::buffer("dvalues", dvalues),
+      GraphBinding::buffer("loss terms", loss_terms),
+      GraphBinding::buffer("log_std terms", dlog_std_terms),
+      GraphBinding::buffer("dh", dh),
+      GraphBinding::buffer("dmix", dmix),
+      GraphBinding::buffer("norm weight terms", dw_terms),
+      GraphBinding::buffer("ones", ones),
+      GraphBinding::buffer("cuBLAS workspace", cublas_ws),
+  };
+  for (const auto& mx : mixers) mx->bindings(b);
+  return b;
+}
+
+// One whole update enqueued on s: captured once per shape, or run eagerly.
+void GpuLearner::Impl::record(cudaStream_t s) {
+  const GpuExec exec{s, cublas.get()};
+  cublasHandle_t hb = cublas.get();
+  const float* W = params.data();
+  float* G = grads.data();
+  DeviceScalars* sc = scalars.data();
+  const float* obs = in<float>(st.obs);
+  const uint8_t* starts = in<uint8_t>(st.starts);
+  const float* state0 = in<float>(st.state0);
+
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(in_dev.data(), in_host.data(), st.bytes, cudaMemcpyHostToDevice, s));
+  MAMBARL_CUDA_CHECK(cudaMemsetAsync(G, 0, grads.bytes(), s));
+
+  // Forward: h⁰ = W_obs o + b_obs; hˡ⁺¹ = hˡ + Mixerˡ(RMSNorm(hˡ)); f = RMSNorm(h^L).
+  cuda::linear_small(M, obs_dim, D, obs, W + obs_w, W + obs_b, h_at(0), s);
+  for (int l = 0; l < L; ++l) {
+    float* u = normed.data() + static_cast<size_t>(l) * M * D;
+    float* r = rstd.data() + static_cast<size_t>(l) * M;
+    cuda::rmsnorm_forward(M, D, h_at(l), W + norm_w[static_cast<size_t>(l)], u, r, s);
+    mixers[static_cast<size_t>(l)]->forward(W, u, starts, state0 + model->layer_state_offset(l), S,
+                                            mix.data(), exec);
+    cuda::add(static_cast<size_t>(M) * D, h_at(l), mix.data(), h_at(l + 1), s);
+  }
+  cuda::rmsnorm_forward(M, D, h_at(L), W + norm_f, f.data(), rstd_f.data(), s);
+  // Heads without their biases (the loss adds them): head = f W_π^T, values = f w_v^T.
+  cuda::gemm_rows(hb, M, D, A, f.data(), W + pi_w, 0.f, head.data());
+  cuda::gemm_rows(hb, M, D, 1, f.data(), W + v_w, 0.f, values.data());
+
+  cuda::PpoInputs pin;
+  pin.head = head.data();
+  pin.pi_b = W + pi_b;
+  pin.values = values.data();
+  pin.v_b = W + v_b;
+  pin.log_std = log_std >= 0 ? W + log_std : nullptr;
+  pin.actions = in<float>(st.actions);
+  pin.old_logp = in<float>(st.old_logp);
+  pin.advantages = in<float>(st.adv);
+  pin.returns = in<float>(st.returns);
+  cuda::PpoOutputs pout;
+  pout.dhead = dhead.data();
+  pout.dvalues = dvalues.data();
+  pout.dlog_std = log_std >= 0 ? G + log_std : nullptr;
+  pout.metrics = sc->metrics;
+  pout.loss_not_finite = &sc->loss_not_finite;
+  cuda::PpoScratch pscr{adv_stats.data(), loss_terms.data(), log_std >= 0 ? dlog_std_terms.data() : nullptr};
+  const cuda::PpoCoefs pc{loss_cfg.clip_eps, loss_cfg.vf_coef, loss_cfg.ent_coef,
+                          loss_cfg.normalize_advantages};
+  cuda::ppo_loss(cuda::PpoDims{M, A, model->spec().head.discrete}, pc, pin, pscr, pout, s);
+
+  // Heads backward: df = dhead W_π + dV w_v; dW_π += dheadᵀ f, db_π += Σ dhead; same for v.
+  float* df = dmix.data();
+  cuda::gemm(hb, false, false, M, D, A, 1.f, dhead.data(), A, W + pi_w, D, 0.f, df, D);
+  cuda::gemm(hb, false, false, M, D, 1, 1.f, dvalues.data(), 1, W + v_w, D, 1.f, df, D);
+  cuda::gemm(hb, true, false, A, D, M, 1.f, dhead.data(), A, f.data(), D, 1.f, G + pi_w, D);
+  cuda::column_sum(hb, M, A, dhead.data(), A, ones.data(), G + pi_b);
+  cuda::gemm(hb, true, false, 1, D, M, 1.f, dvalues.data(), 1, f.data(), D, 1.f, G + v_w, D);
+  cuda::column_sum(hb, M, 1, dvalues.data(), 1, ones.data(), G + v_b);
+  cuda::rmsnorm_backward(M, D, h_at(L), W + norm_f, rstd_f.data(), df, dh.data(), false, dw_terms.data(), s);
+  cuda::column_sum(hb, M, D, dw_terms.data(), D, ones.data(), G + norm_f);
+  // Residual stream: dh flows straight through and into each mixer branch.
+  for (int l = L - 1; l >= 0; --l) {
+    const size_t i = static_cast<size_t>(l);
+    mixers[i]->backward(W, dh.data(), G, dmix.data(), exec);
+    cuda::rmsnorm_backward(M, D, h_at(l), W + norm_w[i], rstd.data() + i * M, dmix.data(), dh.data(), true,
+                           dw_terms.data(), s);
+    cuda::column_sum(hb, M, D, dw_terms.data(), D, ones.data(), G + norm_w[i]);
+  }
+  cuda::gemm(hb, true, false, D, obs_dim, M, 1.f, dh.data(), D, obs, obs_dim, 1.f, G + obs_w, obs_dim);
+  cuda::column_sum(hb, M, D, dh.data(), D, ones.data(), G + obs_b);
+
+  cuda::AdamWScalars as;
+  as.lr = in<double>(st.lr);
+  as.step = &sc->step;
+  as.loss_not_finite = &sc->loss_not_finite;
+  as.grad_norm = &sc->grad_norm;
+  as.grad_not_finite = &sc->grad_not_finite;
+  as.step_scalars = sc->step_scalars;
+  as.partials = norm_partials.data();
+  const cuda::AdamWCoefs ac{adam_cfg.beta1, adam_cfg.beta2, adam_cfg.eps, adam_cfg.weight_decay,
+                            adam_cfg.max_grad_norm};
+  cuda::adamw_update(P, ac, as, params.data(), G, exp_avg.data(), exp_avg_sq.data(), decay.data(), s);
+  MAMBARL_CUDA_CHECK(
+      cudaMemcpyAsync(scalars_host.data(), sc, sizeof(DeviceScalars), cudaMemcpyDeviceToHost, s));
+}
+
+void GpuLearner::Impl::run() {
+  // The first update of a shape runs eagerly even in graph mode: lazy module
+  // loading and cuBLAS's first-call setup must not happen inside a capture.
+  // Graph and eager give the same bits, so this changes no result.
+  if (mode == Launch::eager || !warmed_up) {
+    record(stream.get());
+    warmed_up = true;
+    return;
+  }
+  if (!graph) {
+    auto g = std::make_unique<CudaGraph>("learner update");
+    g->capture(stream.get(), bindings(), [this](cudaStream_t s) { record(s); });
+    graph = std::move(g);
+  }
+  graph->launch(stream.get());
+}
+
+std::vector<float> GpuLearner::Impl::download(const DeviceBuffer<float>& d) const {
+  std::vector<float> out(d.size());
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(out.data(), d.data(), d.bytes(), cudaMemcpyDeviceToHost, stream.get()));
+  sync();
+  return out;
+}
+
+void GpuLearner::Impl::upload(DeviceBuffer<float>& d, const float* src, size_t n, const char* what) {
+  MAMBARL_CHECK(n == d.size(),
+                "GpuLearner: " << what << " has " << n << " floats, the model has " << d.size());
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(d.data(), src, d.bytes(), cudaMemcpyHostToDevice, stream.get()));
+  sync();
+}
+
+void GpuLearner::Impl::set_step(long long step) {
+  sync();
+  scalars_host.data()->step = step;
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(&scalars.data()->step, &scalars_host.data()->step, sizeof(long long),
+                                     cudaMemcpyHostToDevice, stream.get()));
+  sync();
+}
+
+// ---------------------------------------------------------------------------
+
+GpuLearner::GpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head,
+                       const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed)
+    : impl_(std::make_unique<Impl>(policy, obs_dim, head, loss, adam, seed)) {}
+
+GpuLearner::~GpuLearner() = default;
+
+void GpuLearner::prepare(int T, int B) { impl_->prepare(T, B); }
+
+TrainResult GpuLearner::train_step(const ChunkView& c, double lr) {
+  Impl& m = *impl_;
+  MAMBARL_CHECK(c.T >= 1 && c.B >= 1, "train_step: empty chunk (T=" << c.T << ", B=" << c.B << ")");
+  if (m.M == 0) m.prepare(c.T, c.B);
+  MAMBARL_CHECK(c.T == m.T && c.B == m.B, "GpuLearner: prepared (and captured) for chunks of T="
+                                              << m.T << ", B=" << m.B << ", got T=" << c.T << ", B=" << c.B
+                                              << "; call prepare(T, B) to switch shapes");
+  MAMBARL_CHECK(c.obs && c.actions && c.old_logp && c.advantages && c.returns && c.episode_start &&
+                    (c.initial_state || m.S == 0),
+                "GpuLearner::train_step: a chunk array is null");
+  const size_t rows = static_cast<size_t>(m.M);
+  // The loss kernel indexes logits by the action: validate here, as the CPU loss does.
+  if (m.model->spec().head.discrete)
+    for (size_t i = 0; i < rows; ++i) {
+      const float a = c.actions[i];
+      MAMBARL_CHECK(a >= 0.f && a < static_cast<float>(m.A) && a == std::floor(a),
+                    "ppo_loss: action " << a << " is not an integer in [0, " << m.A << ")");
+    }
+  uint8_t* host = m.in_host.data();
+  std::memcpy(host + m.st.lr, &lr, sizeof(double));
+  std::memcpy(host + m.st.obs, c.obs, rows * m.obs_dim * sizeof(float));
+  std::memcpy(host + m.st.actions, c.actions, rows * m.act_width * sizeof(float));
+  std::memcpy(host + m.st.old_logp, c.old_logp, rows * sizeof(float));
+  std::memcpy(host + m.st.adv, c.advantages, rows * sizeof(float));
+  std::memcpy(host + m.st.returns, c.returns, rows * sizeof(float));
+  if (m.S) std::memcpy(host + m.st.state0, c.initial_state, static_cast<size_t>(m.B) * m.S * sizeof(float));
+  std::memcpy(host + m.st.starts, c.episode_start, rows);
+  m.run();
+  m.sync();
+
+  const DeviceScalars& sc = *m.scalars_host.data();
+  TrainResult r;
+  r.loss.loss = sc.metrics[0];
+  r.loss.pg_loss = sc.metrics[1];
+  r.loss.v_loss = sc.metrics[2];
+  r.loss.entropy = sc.metrics[3];
+  r.loss.approx_kl = sc.metrics[4];
+  r.loss.clip_frac = sc.metrics[5];
+  if (sc.loss_not_finite) {
+    // As the CPU, which stops before the backward: no gradient norm.
+    r.skipped = true;
+    r.reason = "loss is not finite (" + std::to_string(r.loss.loss) + ")";
+    return r;
+  }
+  r.grad_norm = sc.grad_norm;
+  if (sc.grad_not_finite) {
+    r.skipped = true;
+    r.reason = "gradient norm is not finite";
+    const std::vector<float> g = m.download(m.grads);
+    for (const auto& p : m.model->layout().params())
+      if (std::any_of(g.begin() + static_cast<long>(p.offset),
+                      g.begin() + static_cast<long>(p.offset + p.numel),
+                      [](float v) { return !std::isfinite(v); })) {
+        r.reason = "gradient of " + p.name + " is not finite";
+        break;
+      }
+  }
+  return r;
+}
+
+void GpuLearner::set_launch(Launch mode) { impl_->mode = mode; }
+GpuLearner::Launch GpuLearner::launch() const { return impl_->mode; }
+const ActorCritic<float>& GpuLearner::model() const { return *impl_->model; }
+std::shared_ptr<const ActorCritic<float>> GpuLearner::shared_model() const { return impl_->model; }
+const PolicyConfig& GpuLearner::policy_config() const { return impl_->policy; }
+std::vector<float> GpuLearner::params() const { return impl_->download(impl_->params); }
+const float* GpuLearner::device_params() const { return impl_->params.data(); }
+void GpuLearner::set_params(const float* w, size_t n) { impl_->upload(impl_->params, w, n, "weights"); }
+std::vector<float> GpuLearner::grads() const { return impl_->download(impl_->grads); }
+std::vector<float> GpuLearner::exp_avg() const { return impl_->download(impl_->exp_avg); }
+std::vector<float> GpuLearner::exp_avg_sq() const { return impl_->download(impl_->exp_avg_sq); }
+
+long long GpuLearner::step_count() const {
+  Impl& m = *impl_;
+  long long step = 0;
+  MAMBARL_CUDA_CHECK(
+      cudaMemcpyAsync(&step, &m.scalars.data()->step, sizeof(step), cudaMemcpyDeviceToHost, m.stream.get()));
+  m.sync();
+  return step;
+}
+
+GpuMixer& GpuLearner::mixer(int l) {
+  MAMBARL_CHECK(l >= 0 && l < impl_->L,
+                "GpuLearner::mixer: layer " << l << " not in [0, " << impl_->L << ")");
+  return *impl_->mixers[static_cast<size_t>(l)];
+}
+
+void GpuLearner::save(const std::string& path, const std::map<std::string, std::string>& metadata,
+                      const std::vector<TensorRecord>& extra) const {
+  const Impl& m = *impl_;
+  write_checkpoint(path, m.policy, m.model->layout(), params().data(), exp_avg().data(), exp_avg_sq().data(),
+                   step_count(), metadata, extra);
+}
+
+SafetensorsFile GpuLearner::load(const std::string& path) {
+  Impl& m = *impl_;
+  LearnerState s;
+  SafetensorsFile f = read_checkpoint(path, m.policy, m.model->layout(), s);
+  m.upload(m.params, s.params.data(), s.params.size(), "checkpoint params");
+  m.upload(m.exp_avg, s.exp_avg.data(), s.exp_avg.size(), "checkpoint exp_avg");
+  m.upload(m.exp_avg_sq, s.exp_avg_sq.data(), s.exp_avg_sq.size(), "checkpoint exp_avg_sq");
+  m.set_step(s.step);
+  return f;
+}
+
+std::vector<double> GpuLearner::time_updates_ms(int reps) {
+  Impl& m = *impl_;
+  MAMBARL_CHECK(reps >= 1, "GpuLearner::time_updates_ms: reps must be >= 1, got " << reps);
+  MAMBARL_CHECK(m.warmed_up, "GpuLearner::time_updates_ms: run train_step first (it stages the chunk)");
+  std::vector<cudaEvent_t> ev(static_cast<size_t>(reps) + 1, nullptr);
+  struct Events {
+    std::vector<cudaEvent_t>& e;
+    ~Events() {
+      for (auto x : e)
+        if (x) (void)cudaEventDestroy(x);
+    }
+  } guard{ev};
+  for (auto& e : ev) MAMBARL_CUDA_CHECK(cudaEventCreate(&e));
+  MAMBARL_CUDA_CHECK(cudaEventRecord(ev[0], m.stream.get()));
+  for (size_t i = 0; i < static_cast<size_t>(reps); ++i) {
+    m.run();
+    MAMBARL_CUDA_CHECK(cudaEventRecord(ev[i + 1], m.stream.get()));
+  }
+  m.sync();
+  std::vector<double> ms(static_cast<size_t>(reps));
+  for (size_t i = 0; i < ms.size(); ++i) {
+    float t = 0.f;
+    MAMBARL_CUDA_CHECK(cudaEventElapsedTime(&t, ev[i], ev[i + 1]));
+    ms[i] = t;
+  }
+  return ms;
+}
+
+}  // namespace mambarl

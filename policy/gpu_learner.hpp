@@ -1,0 +1,96 @@
+// The learner role on the GPU (CpuLearner's twin, policy/cpu_learner.hpp):
+// one PPO update on a [T, B] chunk as ONE CUDA graph replay per update:
+//   H2D copy of the chunk and the learning rate from pinned staging
+//   -> zero grads -> observation projection -> per layer: RMSNorm, the
+//   layer's GpuMixer (policy/gpu_mixer.hpp), residual add -> final RMSNorm
+//   -> heads (two GEMMs) -> PPO loss with advantage normalisation on device
+//   -> backward through all of it -> global grad norm + non-finite check
+//   -> clip + AdamW (step count and lr in device memory) -> D2H copy of the
+//   metrics, read once per update.
+//
+// Parity with CpuLearner: the same model (built and initialised on the host
+// from the same seed, then uploaded), the same parameter layout, formulas
+// and update order, so tests compare loss terms, gradients and post-AdamW
+// weights within f32 tolerance. Every reduction runs in a fixed order (no
+// atomics): graph replay == eager launches bit for bit, and two learners
+// with the same seed and chunks give the same bits.
+//
+// Shapes: the first train_step (or prepare()) fixes the chunk shape (T, B)
+// and allocates every buffer for it, once; the graph is captured on the
+// first graph-mode update of that shape. A chunk of another shape is
+// refused (call prepare(T, B) to switch, which re-allocates and drops the
+// graph), and a replay is refused if any buffer it baked in moved
+// (policy/cuda_graph.hpp), the mixers' buffers included. No device
+// allocation happens after capture.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "policy/cpu_learner.hpp"
+#include "policy/gpu_mixer.hpp"
+
+namespace mambarl {
+
+class GpuLearner {
+ public:
+  // graph: train_step replays the captured graph; eager: it launches the
+  // same work one call at a time (the graph's reference, the bench's baseline).
+  enum class Launch { graph, eager };
+
+  GpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
+             const AdamWConfig& adam, uint64_t seed);
+  ~GpuLearner();
+  GpuLearner(const GpuLearner&) = delete;
+  GpuLearner& operator=(const GpuLearner&) = delete;
+
+  // Allocates every buffer for chunks of T x B (and drops a graph captured
+  // for another shape). train_step calls it for the first chunk.
+  void prepare(int T, int B);
+
+  // Host chunk in, metrics out (one sync per update). A skipped update
+  // (non-finite loss or gradient) leaves weights, moments and step untouched.
+  TrainResult train_step(const ChunkView& chunk, double lr);
+
+  void set_launch(Launch mode);
+  Launch launch() const;
+
+  const ActorCritic<float>& model() const;
+  std::shared_ptr<const ActorCritic<float>> shared_model() const;
+  const PolicyConfig& policy_config() const;
+
+  // Device <-> host copies of the flat f32 buffers (model().layout()).
+  std::vector<float> params() const;  // weights out
+  // The device copy, for GpuActor::set_weights_device between updates
+  // (train_step has returned, so nothing is writing it).
+  const float* device_params() const;
+  void set_params(const float* w, size_t n);  // weights in
+  std::vector<float> grads() const;           // the last update's gradient, BEFORE clipping
+  std::vector<float> exp_avg() const;
+  std::vector<float> exp_avg_sq() const;
+  long long step_count() const;
+
+  // The same checkpoint as CpuLearner (policy/checkpoint.hpp): either
+  // learner loads what the other wrote.
+  void save(const std::string& path, const std::map<std::string, std::string>& metadata,
+            const std::vector<TensorRecord>& extra) const;
+  SafetensorsFile load(const std::string& path);
+
+  // Layer l's mixer engine (tests: re-preparing it moves its buffers, which
+  // the captured graph must then refuse).
+  GpuMixer& mixer(int l);
+
+  // Device time in ms of each of `reps` updates (CUDA events between them,
+  // all enqueued before one sync), replaying the last train_step's staged
+  // chunk and lr in the current launch mode. Weights and moments advance.
+  std::vector<double> time_updates_ms(int reps);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mambarl

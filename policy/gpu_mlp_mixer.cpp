@@ -1,0 +1,75 @@
+#include "policy/gpu_mlp_mixer.hpp"
+
+#include "kernels/linear.cuh"
+#include "kernels/mlp.cuh"
+#include "kernels/rows.cuh"
+
+namespace mambarl {
+
+namespace {
+
+size_t offset_of(const ParamLayout& layout, const std::string& name, std::vector<int64_t> shape) {
+  const ParamId id = layout.find(name);
+  MAMBARL_CHECK(id >= 0, "GpuMlpMixer: the model has no parameter '" << name << "'");
+  MAMBARL_CHECK(layout[id].shape == shape,
+                "GpuMlpMixer: parameter '" << name << "' does not have the shape its config implies");
+  return layout[id].offset;
+}
+
+}  // namespace
+
+GpuMlpMixer::GpuMlpMixer(const MlpMixer<float>& mixer, const ParamLayout& layout, int layer)
+    : D_(mixer.config().d_model), E_(mixer.config().d_inner()) {
+  const std::string pre = "layers." + std::to_string(layer) + ".mixer.";
+  fc1_w_ = offset_of(layout, pre + "fc1.weight", {E_, D_});
+  fc1_b_ = offset_of(layout, pre + "fc1.bias", {E_});
+  fc2_w_ = offset_of(layout, pre + "fc2.weight", {D_, E_});
+  fc2_b_ = offset_of(layout, pre + "fc2.bias", {D_});
+}
+
+void GpuMlpMixer::prepare(int T, int B) {
+  MAMBARL_CHECK(T > 0 && B > 0, "GpuMlpMixer::prepare: T (" << T << ") and B (" << B << ") must be positive");
+  const int M = T * B;
+  if (M == M_) return;
+  M_ = M;
+  const size_t rows = static_cast<size_t>(M);
+  pre_ = DeviceBuffer<float>(rows * E_);
+  act_ = DeviceBuffer<float>(rows * E_);
+  dact_ = DeviceBuffer<float>(rows * E_);
+  ones_ = DeviceBuffer<float>(rows);
+  cuda::fill(rows, 1.f, ones_.data(), nullptr);
+  MAMBARL_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+}
+
+void GpuMlpMixer::forward(const float* params, const float* U, const uint8_t* /*starts*/,
+                          const float* /*state0*/, size_t /*state_stride*/, float* Y, const GpuExec& exec) {
+  MAMBARL_CHECK(M_ > 0, "GpuMlpMixer: forward before prepare()");
+  U_ = U;
+  cuda::gemm_rows(exec.cublas, M_, D_, E_, U, params + fc1_w_, 0.f, pre_.data());  // (M, E)
+  cuda::mlp_bias_silu(M_, E_, pre_.data(), params + fc1_b_, act_.data(), exec.stream);
+  cuda::gemm_rows(exec.cublas, M_, E_, D_, act_.data(), params + fc2_w_, 0.f, Y);  // (M, D)
+  cuda::add_bias_rows(M_, D_, Y, params + fc2_b_, exec.stream);
+}
+
+void GpuMlpMixer::backward(const float* params, const float* dY, float* grads, float* dU,
+                           const GpuExec& exec) {
+  MAMBARL_CHECK(U_, "GpuMlpMixer: backward before forward()");
+  // fc2: dact = dY W2, dW2 += dY^T act, db2 += colsum(dY).
+  cuda::gemm(exec.cublas, false, false, M_, E_, D_, 1.f, dY, D_, params + fc2_w_, E_, 0.f, dact_.data(), E_);
+  cuda::gemm(exec.cublas, true, false, D_, E_, M_, 1.f, dY, D_, act_.data(), E_, 1.f, grads + fc2_w_, E_);
+  cuda::column_sum(exec.cublas, M_, D_, dY, D_, ones_.data(), grads + fc2_b_);
+  cuda::mlp_silu_backward(M_, E_, pre_.data(), dact_.data(), exec.stream);
+  // fc1: dW1 += dpre^T U, db1 += colsum(dpre), dU = dpre W1.
+  cuda::gemm(exec.cublas, true, false, E_, D_, M_, 1.f, dact_.data(), E_, U_, D_, 1.f, grads + fc1_w_, D_);
+  cuda::column_sum(exec.cublas, M_, E_, dact_.data(), E_, ones_.data(), grads + fc1_b_);
+  cuda::gemm(exec.cublas, false, false, M_, D_, E_, 1.f, dact_.data(), E_, params + fc1_w_, D_, 0.f, dU, D_);
+}
+
+void GpuMlpMixer::bindings(std::vector<GraphBinding>& out) const {
+  out.push_back(GraphBinding::buffer("mlp pre-activation", pre_));
+  out.push_back(GraphBinding::buffer("mlp activation", act_));
+  out.push_back(GraphBinding::buffer("mlp activation gradient", dact_));
+  out.push_back(GraphBinding::buffer("mlp ones", ones_));
+}
+
+}  // namespace mambarl

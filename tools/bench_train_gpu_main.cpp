@@ -1,0 +1,17 @@
+// Standalone `bench train --device cuda` for the device machine: prints the
+// JSON of bench_train_gpu_json: [reps (default 100)].
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+
+#include "tools/bench_train_gpu.hpp"
+
+int main(int argc, char** argv) {
+  try {
+    std::cout << mambarl::bench_train_gpu_json(argc > 1 ? std::atoi(argv[1]) : 100) << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_train_gpu: " << e.what() << "\n";
+    return 1;
+  }
+}
