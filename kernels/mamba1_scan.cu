@@ -41,6 +41,18 @@ __device__ __forceinline__ float conv_tap(const Mamba1Dims& d, const Mamba1Chunk
                   static_cast<size_t>(d.K - 1 + ts) * d.E + e];
 }
 
+// B_t and C_t of one token (bc: its row of dbc past δ) into registers, all
+// loads issued up front: read inside the state loop they would each wait
+// behind that loop's stores, which the compiler may not reorder them past.
+template <int NB>
+__device__ __forceinline__ void load_bc(const float* bc, int N, float (&bv)[NB], float (&cv)[NB]) {
+#pragma unroll
+  for (int n = 0; n < NB; ++n) {
+    bv[n] = n < N ? bc[n] : 0.f;
+    cv[n] = n < N ? bc[N + n] : 0.f;
+  }
+}
+
 // One thread per (token, channel): pre = b_c + Σ_k w_c[e,k] x_{t-K+1+k}, xc = silu(pre).
 __global__ void conv_forward_kernel(Mamba1Dims d, Mamba1Chunk c, const float* __restrict__ conv_w,
                                     const float* __restrict__ conv_b, const float* __restrict__ xz,
@@ -83,17 +95,17 @@ __global__ void __launch_bounds__(kScanThreads)
     const bool start = c.starts[r] != 0;  // H_{t-1} = 0
     const float delta = softplusf_ref(act.dt_lin[re] + dt_b);
     const float xc = act.xc[re], dx = delta * xc;
-    const float* bvec = act.dbc + r * RN + d.R;  // (N) B_t
-    const float* cvec = bvec + N;                // (N) C_t
-    float* hist = act.hist + r * NE + e;         // (N, E) of token r, this channel
+    float bv[NB], cv[NB];
+    load_bc<NB>(act.dbc + r * RN + d.R, N, bv, cv);
+    float* hist = act.hist + r * NE + e;  // (N, E) of token r, this channel
     float y = d_skip * xc;
 #pragma unroll
     for (int n = 0; n < NB; ++n) {
       if (n < N) {
         const float hp = start ? 0.f : h[n];
-        h[n] = expf(delta * a[n]) * hp + dx * bvec[n];
+        h[n] = expf(delta * a[n]) * hp + dx * bv[n];
         hist[static_cast<size_t>(n) * E] = h[n];
-        y += h[n] * cvec[n];
+        y += h[n] * cv[n];
       }
     }
     act.delta[re] = delta;
@@ -159,20 +171,20 @@ __global__ void __launch_bounds__(kScanThreads)
 #pragma unroll
     for (int n = 0; n < NB; ++n) hp[n] = (active && n < N) ? hp_src[n * hp_step] : 0.f;
 
-    const float* bvec = act.dbc + r * RN + d.R;  // (N) B_t
-    const float* cvec = bvec + N;                // (N) C_t
+    float bv[NB], cv[NB];
+    load_bc<NB>(act.dbc + r * RN + d.R, N, bv, cv);
     float* part = g.bc_part + (r * W + warp) * 2 * N;
     float d_dx = 0.f, d_delta = 0.f;
 #pragma unroll
     for (int n = 0; n < NB; ++n) {
       if (n < N) {
-        const float dh = carry[n] + dy * cvec[n];
+        const float dh = carry[n] + dy * cv[n];
         const float sum_b = warp_sum(dh * dx), sum_c = warp_sum(h[n] * dy);
         if (lane == 0) {
           part[n] = sum_b;
           part[N + n] = sum_c;
         }
-        d_dx += dh * bvec[n];
+        d_dx += dh * bv[n];
         if (start) {
           carry[n] = 0.f;
         } else {
