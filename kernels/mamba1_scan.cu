@@ -1,0 +1,380 @@
+#include "kernels/mamba1_scan.cuh"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "kernels/block_reduce.cuh"
+#include "kernels/cuda_check.cuh"
+
+namespace mambarl::cuda {
+
+namespace {
+
+constexpr int kScanThreads = 128;  // a scan block: up to this many channels of one env
+constexpr int kMaxState = 256;     // Mamba1Config::validate bounds d_state to [1, 256]
+constexpr int kThreads = 256;      // elementwise and reduction kernels
+
+int blocks_for(size_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
+
+// The CPU's overflow-free softplus (policy/mamba1.cpp dt_forward).
+__device__ __forceinline__ float softplusf_ref(float v) {
+  return fmaxf(v, 0.f) + log1pf(expf(-fabsf(v)));
+}
+
+// The earliest time whose x the conv of token (t, b) may read: its env's
+// latest start in the window [t-K+1, t] (taps before a start read zero), or,
+// with no start there, -(K-1), which admits every tap, the initial window's
+// included (a start at any t' in [0, t] would lie in the window when a tap
+// reaches back before 0, since then t < K-1). The CPU's first_valid.
+__device__ __forceinline__ int first_valid_time(const uint8_t* starts, int t, int b, int B, int K) {
+  for (int tt = t; tt >= 0 && tt > t - K; --tt)
+    if (starts[static_cast<size_t>(tt) * B + b]) return tt;
+  return -(K - 1);
+}
+
+// x of env b at time ts in channel e: a row of xz, or for ts < 0 a row of
+// the initial window (row K-1+ts: ts = -1 is the newest). The CPU's conv_source.
+__device__ __forceinline__ float conv_tap(const Mamba1Dims& d, const Mamba1Chunk& c,
+                                          const float* xz, int ts, int b, int e) {
+  if (ts >= 0) return xz[(static_cast<size_t>(ts) * c.B + b) * 2 * d.E + e];
+  return c.state0[static_cast<size_t>(b) * c.state_stride + static_cast<size_t>(d.E) * d.N +
+                  static_cast<size_t>(d.K - 1 + ts) * d.E + e];
+}
+
+// B_t and C_t of one token (bc: its row of dbc past δ) into registers, all
+// loads issued up front: read inside the state loop they would each wait
+// behind that loop's stores, which the compiler may not reorder them past.
+template <int NB>
+__device__ __forceinline__ void load_bc(const float* bc, int N, float (&bv)[NB], float (&cv)[NB]) {
+#pragma unroll
+  for (int n = 0; n < NB; ++n) {
+    bv[n] = n < N ? bc[n] : 0.f;
+    cv[n] = n < N ? bc[N + n] : 0.f;
+  }
+}
+
+// One thread per (token, channel): pre = b_c + Σ_k w_c[e,k] x_{t-K+1+k}, xc = silu(pre).
+__global__ void conv_forward_kernel(Mamba1Dims d, Mamba1Chunk c, const float* __restrict__ conv_w,
+                                    const float* __restrict__ conv_b, const float* __restrict__ xz,
+                                    float* __restrict__ pre, float* __restrict__ xc) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int E = d.E, K = d.K;
+  if (i >= static_cast<size_t>(c.T) * c.B * E) return;
+  const int e = static_cast<int>(i % E);
+  const size_t r = i / E;
+  const int t = static_cast<int>(r / c.B), b = static_cast<int>(r % c.B);
+  const int fv = first_valid_time(c.starts, t, b, c.B, K);
+  float acc = conv_b[e];
+  for (int k = 0; k < K; ++k) {
+    const int ts = t - K + 1 + k;
+    if (ts >= fv) acc += conv_w[static_cast<size_t>(e) * K + k] * conv_tap(d, c, xz, ts, b, e);
+  }
+  pre[i] = acc;
+  xc[i] = acc * sigmoidf_ref(acc);
+}
+
+// One thread per (env, channel) walking t forward with H (NB >= N states) in
+// registers: Δ, H_t (kept in act.hist), y, gated. As the CPU's scan_forward.
+template <int NB>
+__global__ void __launch_bounds__(kScanThreads)
+    scan_forward_kernel(Mamba1Dims d, Mamba1Chunk c, Mamba1Weights w, Mamba1Activations act) {
+  const int E = d.E, N = d.N, B = c.B, RN = d.R + 2 * d.N;
+  const int b = blockIdx.y, e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= E) return;
+  const size_t NE = static_cast<size_t>(N) * E;
+  float a[NB], h[NB];
+  const float* h0 = c.state0 + static_cast<size_t>(b) * c.state_stride + static_cast<size_t>(e) * N;
+#pragma unroll
+  for (int n = 0; n < NB; ++n) {
+    a[n] = n < N ? w.a[static_cast<size_t>(e) * N + n] : 0.f;
+    h[n] = n < N ? h0[n] : 0.f;
+  }
+  const float d_skip = w.d_skip[e], dt_b = w.dt_b[e];
+  for (int t = 0; t < c.T; ++t) {
+    const size_t r = static_cast<size_t>(t) * B + b, re = r * E + e;
+    const bool start = c.starts[r] != 0;  // H_{t-1} = 0
+    const float delta = softplusf_ref(act.dt_lin[re] + dt_b);
+    const float xc = act.xc[re], dx = delta * xc;
+    float bv[NB], cv[NB];
+    load_bc<NB>(act.dbc + r * RN + d.R, N, bv, cv);
+    float* hist = act.hist + r * NE + e;  // (N, E) of token r, this channel
+    float y = d_skip * xc;
+#pragma unroll
+    for (int n = 0; n < NB; ++n) {
+      if (n < N) {
+        const float hp = start ? 0.f : h[n];
+        h[n] = expf(delta * a[n]) * hp + dx * bv[n];
+        hist[static_cast<size_t>(n) * E] = h[n];
+        y += h[n] * cv[n];
+      }
+    }
+    act.delta[re] = delta;
+    act.y[re] = y;
+    const float z = act.xz[r * 2 * E + E + e];
+    act.gated[re] = y * z * sigmoidf_ref(z);
+  }
+}
+
+// One thread per (env, channel) walking t backwards with dL/dH_t (carry) in
+// registers, as the CPU's scan_backward + ssm_step_backward + the gate:
+//   dy = dg z σ(z), dz = dg y σ(z)(1 + z(1-σ(z)));  dH = carry + dy C;
+//   dB += dH (Δ xc), dC += H_t dy (sums over e: per-warp partials);
+//   d(Δxc) = Σ_n dH B;  g = dH H_{t-1} exp(ΔA): dΔ += g A, dA += g Δ;
+//   carry = dH exp(ΔA), or 0 at a start (nothing crosses a reset);
+//   dL/d dt_lin = (dΔ + d(Δxc) xc) σ(dt_lin + b_dt);  dxc = d(Δxc) Δ + dy D.
+// Lanes past E take part in the warp sums with zeros.
+template <int NB>
+__global__ void __launch_bounds__(kScanThreads)
+    scan_backward_kernel(Mamba1Dims d, Mamba1Chunk c, Mamba1Weights w, Mamba1Activations act,
+                         Mamba1Backward g) {
+  const int E = d.E, N = d.N, B = c.B, RN = d.R + 2 * d.N, W = mamba1_channel_warps(E);
+  const int b = blockIdx.y, e = blockIdx.x * blockDim.x + threadIdx.x;
+  const int lane = threadIdx.x & 31, warp = e >> 5;  // blocks start at multiples of 32
+  if (warp >= W) return;  // a whole warp past E: no partial of its own
+  const bool active = e < E;
+  const size_t NE = static_cast<size_t>(N) * E;
+  const size_t state_off = static_cast<size_t>(b) * c.state_stride + static_cast<size_t>(e) * N;
+  float a[NB], h[NB], carry[NB], da[NB];  // h: H_t of the step being processed
+#pragma unroll
+  for (int n = 0; n < NB; ++n) {
+    const bool on = active && n < N;
+    a[n] = on ? w.a[static_cast<size_t>(e) * N + n] : 0.f;
+    h[n] = on ? act.hist[(static_cast<size_t>(c.T - 1) * B + b) * NE + static_cast<size_t>(n) * E + e]
+              : 0.f;
+    carry[n] = 0.f;
+    da[n] = 0.f;
+  }
+  const float d_skip = active ? w.d_skip[e] : 0.f, dt_b = active ? w.dt_b[e] : 0.f;
+  float sum_d = 0.f, sum_dtb = 0.f;
+  for (int t = c.T - 1; t >= 0; --t) {
+    const size_t r = static_cast<size_t>(t) * B + b, re = r * E + e;
+    const bool start = c.starts[r] != 0;
+    float dg = 0.f, z = 0.f, y = 0.f, delta = 0.f, xc = 0.f, v = 0.f;
+    if (active) {
+      dg = g.dgated[re];
+      z = act.xz[r * 2 * E + E + e];
+      y = act.y[re];
+      delta = act.delta[re];
+      xc = act.xc[re];
+      v = act.dt_lin[re] + dt_b;
+    }
+    const float sz = sigmoidf_ref(z);
+    const float dy = dg * z * sz;
+    if (active) g.dxz[r * 2 * E + E + e] = dg * y * sz * (1.f + z * (1.f - sz));
+    const float dx = delta * xc;
+
+    // H_{t-1} as stored (the initial state, e-major, at t = 0): token t-1's
+    // dC needs it even when a start at t keeps it out of step t.
+    float hp[NB];
+    const float* hp_src = t > 0 ? act.hist + (r - B) * NE + e : c.state0 + state_off;
+    const size_t hp_step = t > 0 ? static_cast<size_t>(E) : 1;
+#pragma unroll
+    for (int n = 0; n < NB; ++n) hp[n] = (active && n < N) ? hp_src[n * hp_step] : 0.f;
+
+    float bv[NB], cv[NB];
+    load_bc<NB>(act.dbc + r * RN + d.R, N, bv, cv);
+    float* part = g.bc_part + (r * W + warp) * 2 * N;
+    float d_dx = 0.f, d_delta = 0.f;
+#pragma unroll
+    for (int n = 0; n < NB; ++n) {
+      if (n < N) {
+        const float dh = carry[n] + dy * cv[n];
+        const float sum_b = warp_sum(dh * dx), sum_c = warp_sum(h[n] * dy);
+        if (lane == 0) {
+          part[n] = sum_b;
+          part[N + n] = sum_c;
+        }
+        d_dx += dh * bv[n];
+        if (start) {
+          carry[n] = 0.f;
+        } else {
+          const float decay = expf(delta * a[n]);
+          const float gn = dh * hp[n] * decay;
+          d_delta += gn * a[n];
+          da[n] += gn * delta;
+          carry[n] = dh * decay;
+        }
+        h[n] = hp[n];
+      }
+    }
+    const float ddt = (d_delta + d_dx * xc) * sigmoidf_ref(v);
+    if (active) {
+      g.ddt[re] = ddt;
+      g.dxc[re] = d_dx * delta + dy * d_skip;
+    }
+    sum_d += dy * xc;
+    sum_dtb += ddt;
+  }
+  if (!active) return;
+  const size_t be = static_cast<size_t>(b) * E + e;
+#pragma unroll
+  for (int n = 0; n < NB; ++n)
+    if (n < N) g.sum_a[be * N + n] = da[n];
+  g.sum_d[be] = sum_d;
+  g.sum_dtb[be] = sum_dtb;
+}
+
+// [dB dC] of token r = Σ over the row's warps of their partials, in warp order.
+__global__ void bc_reduce_kernel(int M, int N, int R, int W, const float* __restrict__ part,
+                                 float* __restrict__ ddbc) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int twoN = 2 * N;
+  if (i >= static_cast<size_t>(M) * twoN) return;
+  const size_t r = i / twoN;
+  const int j = static_cast<int>(i % twoN);
+  const float* p = part + r * W * twoN + j;
+  float s = 0.f;
+  for (int wi = 0; wi < W; ++wi) s += p[static_cast<size_t>(wi) * twoN];
+  ddbc[r * (R + twoN) + R + j] = s;
+}
+
+// One thread per (env, channel) walking t backwards, as the CPU's
+// conv_backward: dpre = dxc silu'(pre); dw_c[e,k] and b_c sum dpre times the
+// tap's source over t; dx_t gathers dpre of the tokens t+m (m < K) whose tap
+// K-1-m read x_t, unless a start lies in (t, t+m]. later[j] holds dpre of
+// t+1+j, so every index into a register array is a compile-time constant.
+__global__ void __launch_bounds__(kScanThreads)
+    conv_backward_kernel(Mamba1Dims d, Mamba1Chunk c, Mamba1Weights w, Mamba1Activations act,
+                         Mamba1Backward g) {
+  constexpr int KM = kMamba1MaxConv;
+  const int E = d.E, K = d.K, B = c.B;
+  const int b = blockIdx.y, e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= E) return;
+  float w_rev[KM], dw[KM], later[KM - 1];  // w_rev[m] = w_c[e, K-1-m]
+#pragma unroll
+  for (int k = 0; k < KM; ++k) {
+    w_rev[k] = k < K ? w.conv_w[static_cast<size_t>(e) * K + (K - 1 - k)] : 0.f;
+    dw[k] = 0.f;
+  }
+#pragma unroll
+  for (int j = 0; j < KM - 1; ++j) later[j] = 0.f;
+  float db = 0.f;
+  int next_start = c.T;  // env b's earliest start after t
+  for (int t = c.T - 1; t >= 0; --t) {
+    const size_t r = static_cast<size_t>(t) * B + b, re = r * E + e;
+    const float p = act.pre[re], s = sigmoidf_ref(p);
+    const float dp = g.dxc[re] * s * (1.f + p * (1.f - s));
+    db += dp;
+    const int fv = first_valid_time(c.starts, t, b, B, K);
+#pragma unroll
+    for (int k = 0; k < KM; ++k) {
+      const int ts = t - K + 1 + k;
+      if (k < K && ts >= fv) dw[k] += dp * conv_tap(d, c, act.xz, ts, b, e);
+    }
+    // In the CPU's order, tap k = 0 (the latest token, m = K-1) first.
+    float dx = 0.f;
+#pragma unroll
+    for (int m = KM - 1; m >= 1; --m)
+      if (m < K && t + m < next_start) dx += later[m - 1] * w_rev[m];
+    dx += dp * w_rev[0];
+    g.dxz[r * 2 * E + e] = dx;
+#pragma unroll
+    for (int j = KM - 2; j >= 1; --j) later[j] = later[j - 1];
+    later[0] = dp;
+    if (c.starts[r]) next_start = t;
+  }
+  const size_t be = static_cast<size_t>(b) * E + e;
+#pragma unroll
+  for (int k = 0; k < KM; ++k)
+    if (k < K) g.sum_cw[be * K + k] = dw[k];
+  g.sum_cb[be] = db;
+}
+
+__global__ void add_env_sums_kernel(int B, int C, const float* __restrict__ sums,
+                                    const float* __restrict__ scale, float* __restrict__ out) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= C) return;
+  float s = 0.f;
+  for (int b = 0; b < B; ++b) s += sums[static_cast<size_t>(b) * C + col];
+  out[col] += scale ? s * scale[col] : s;
+}
+
+// Calls f with the smallest register bound NB >= N the scans are built for.
+template <class F>
+void with_state_bound(int N, F&& f) {
+  if (N <= 4)
+    f(std::integral_constant<int, 4>{});
+  else if (N <= 8)
+    f(std::integral_constant<int, 8>{});
+  else if (N <= 16)
+    f(std::integral_constant<int, 16>{});
+  else if (N <= 32)
+    f(std::integral_constant<int, 32>{});
+  else if (N <= 64)
+    f(std::integral_constant<int, 64>{});
+  else
+    f(std::integral_constant<int, kMaxState>{});
+}
+
+// Blocks of one env's channels: grid (channel blocks, B).
+struct ScanLaunch {
+  dim3 grid, block;
+};
+
+ScanLaunch scan_launch(const Mamba1Dims& d, const Mamba1Chunk& c) {
+  const int threads = std::min(kScanThreads, (d.E + 31) / 32 * 32);
+  return {dim3(static_cast<unsigned>((d.E + threads - 1) / threads), static_cast<unsigned>(c.B)),
+          dim3(static_cast<unsigned>(threads))};
+}
+
+}  // namespace
+
+void mamba1_scan_check(const Mamba1Dims& d, int T, int B) {
+  MAMBARL_CHECK(T > 0 && B > 0, "mamba1 scan: T (" << T << ") and B (" << B << ") must be positive");
+  MAMBARL_CHECK(B <= 65535, "mamba1 scan: B " << B << " exceeds a grid dimension (65535)");
+  MAMBARL_CHECK(d.D > 0 && d.E > 0 && d.R > 0,
+                "mamba1 scan: dims must be positive (D " << d.D << ", E " << d.E << ", R " << d.R << ")");
+  MAMBARL_CHECK(d.N >= 1 && d.N <= kMaxState,
+                "mamba1 scan: d_state must be in [1, " << kMaxState << "], got " << d.N);
+  MAMBARL_CHECK(d.K >= 1 && d.K <= kMamba1MaxConv,
+                "mamba1 scan: d_conv must be in [1, " << kMamba1MaxConv << "], got " << d.K);
+}
+
+void mamba1_conv_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights& w,
+                         const Mamba1Activations& act, cudaStream_t stream) {
+  const size_t n = static_cast<size_t>(c.T) * c.B * d.E;
+  conv_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(d, c, w.conv_w, w.conv_b, act.xz,
+                                                              act.pre, act.xc);
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+}
+
+void mamba1_scan_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights& w,
+                         const Mamba1Activations& act, cudaStream_t stream) {
+  const ScanLaunch l = scan_launch(d, c);
+  with_state_bound(d.N, [&](auto nb) {
+    scan_forward_kernel<decltype(nb)::value><<<l.grid, l.block, 0, stream>>>(d, c, w, act);
+  });
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+}
+
+void mamba1_scan_backward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights& w,
+                          const Mamba1Activations& act, const Mamba1Backward& bwd,
+                          cudaStream_t stream) {
+  const ScanLaunch l = scan_launch(d, c);
+  with_state_bound(d.N, [&](auto nb) {
+    scan_backward_kernel<decltype(nb)::value><<<l.grid, l.block, 0, stream>>>(d, c, w, act, bwd);
+  });
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  const int M = c.T * c.B;
+  bc_reduce_kernel<<<blocks_for(static_cast<size_t>(M) * 2 * d.N), kThreads, 0, stream>>>(
+      M, d.N, d.R, mamba1_channel_warps(d.E), bwd.bc_part, bwd.ddbc);
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+}
+
+void mamba1_conv_backward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights& w,
+                          const Mamba1Activations& act, const Mamba1Backward& bwd,
+                          cudaStream_t stream) {
+  const ScanLaunch l = scan_launch(d, c);
+  conv_backward_kernel<<<l.grid, l.block, 0, stream>>>(d, c, w, act, bwd);
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+}
+
+void mamba1_add_env_sums(int B, int C, const float* sums, const float* scale, float* out,
+                         cudaStream_t stream) {
+  MAMBARL_CHECK(B > 0 && C > 0, "mamba1_add_env_sums: B (" << B << ") and C (" << C << ") must be positive");
+  add_env_sums_kernel<<<blocks_for(static_cast<size_t>(C)), kThreads, 0, stream>>>(B, C, sums, scale,
+                                                                                  out);
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+}
+
+}  // namespace mambarl::cuda
