@@ -1,0 +1,553 @@
+#include "kernels/mamba3_scan.cuh"
+
+#include <type_traits>
+
+#include "kernels/block_reduce.cuh"
+#include "kernels/cuda_check.cuh"
+
+namespace mambarl::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;        // flat elementwise grids
+constexpr int kRowThreads = 64;      // one block per token row
+constexpr int kScanBwdThreads = 256; // launch bound of the backward scan (heads_per_block * P)
+constexpr float kPiF = 3.14159265358979323846f;
+constexpr float kTwoPiF = 6.28318530717958647692f;
+
+// Column offsets into a zx row: [z x B C dd_dt dd_A λ θ] (Mamba3Dims::in_rows
+// is host-only).
+struct Cols {
+  int x, b, c, dt, a, lam, th, R;
+};
+__host__ __device__ inline Cols cols_of(const Mamba3Dims& d) {
+  Cols o;
+  o.x = d.E;
+  o.b = 2 * d.E;
+  o.c = o.b + d.G * d.N;
+  o.dt = o.c + d.G * d.N;
+  o.a = o.dt + d.H;
+  o.lam = o.a + d.H;
+  o.th = o.lam + d.H;
+  o.R = o.th + d.Na;
+  return o;
+}
+
+// Offsets of k_prev, v_prev, φ in one env's state slice (S (H,P,N) first).
+struct StateOffsets {
+  size_t kp, vp, phi;
+};
+__host__ __device__ inline StateOffsets state_offsets(const Mamba3Dims& d) {
+  StateOffsets s;
+  s.kp = static_cast<size_t>(d.E) * d.N;
+  s.vp = s.kp + static_cast<size_t>(d.H) * d.N;
+  s.phi = s.vp + d.E;
+  return s;
+}
+
+// As the CPU's head_scalars_forward: softplus(u) = max(u,0) + log1p(e^-|u|),
+// A = min(-heavy_tail(v), -a_floor) with heavy_tail(v) = (1 + max(v,0)) / (1 - min(v,0)).
+__device__ __forceinline__ float softplus_chunk(float u) {
+  return fmaxf(u, 0.f) + log1pf(expf(-fabsf(u)));
+}
+__device__ __forceinline__ float decay_a(float v, float a_floor) {
+  return fminf(-(1.f + fmaxf(v, 0.f)) / (1.f - fminf(v, 0.f)), -a_floor);
+}
+
+int blocks_for(size_t n, int threads) { return static_cast<int>((n + threads - 1) / threads); }
+
+// Heads of one env per backward-scan block: P threads each, about 128 threads
+// in all, fewer where the per-head shared memory would pass kScanBwdSmemBudget.
+constexpr size_t kScanBwdSmemBudget = 96 * 1024;
+int scan_bwd_partial_rows(const Mamba3Dims& d) { return 3 * d.N + 3; }
+size_t scan_bwd_head_floats(const Mamba3Dims& d) {
+  return static_cast<size_t>(scan_bwd_partial_rows(d)) * (d.P | 1) + d.N;
+}
+int scan_bwd_heads_per_block(const Mamba3Dims& d) {
+  const size_t per_head = scan_bwd_head_floats(d) * sizeof(float);
+  const int by_threads = d.P >= 128 ? 1 : 128 / d.P;
+  const int by_smem = static_cast<int>(kScanBwdSmemBudget / per_head);
+  const int hb = by_threads < by_smem ? by_threads : by_smem;
+  return hb > 1 ? hb : 1;
+}
+size_t scan_bwd_smem(const Mamba3Dims& d) {
+  return scan_bwd_head_floats(d) * scan_bwd_heads_per_block(d) * sizeof(float);
+}
+
+// The register width of a row of S: the smallest instantiation holding N.
+template <typename F>
+void with_state_width(int N, F&& f) {
+  if (N <= 16)
+    f(std::integral_constant<int, 16>{});
+  else if (N <= 32)
+    f(std::integral_constant<int, 32>{});
+  else
+    f(std::integral_constant<int, kMamba3ScanMaxState>{});
+}
+
+// ---------------------------------------------------------------------------
+// Forward
+
+// One block per token row m.
+__global__ void prep_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk c) {
+  extern __shared__ float rs[];  // (2G) 1/rms of B's groups, then C's
+  const Cols o = cols_of(d);
+  const size_t m = blockIdx.x;
+  const int H = d.H, N = d.N, G = d.G, heads_per_group = H / G;
+  const float* zr = c.zx + m * o.R;
+  for (int h = threadIdx.x; h < H; h += blockDim.x) {
+    const float dt = softplus_chunk(zr[o.dt + h] + __ldg(w.dt_bias + h));
+    const float a = decay_a(zr[o.a + h], d.a_floor);
+    const float lam = sigmoidf_ref(zr[o.lam + h]);
+    const float alpha = expf(a * dt);
+    const size_t mh = m * H + h;
+    c.dt[mh] = dt;
+    c.alpha[mh] = alpha;
+    c.beta[mh] = alpha * dt * (1.f - lam);
+    c.gamma[mh] = lam * dt;
+  }
+  // C's groups follow B's in the row, so group i of the 2G is at o.b + i*N.
+  for (int i = threadIdx.x; i < 2 * G; i += blockDim.x) {
+    const float* raw = zr + o.b + i * N;
+    float ss = 0.f;
+    for (int n = 0; n < N; ++n) ss += raw[n] * raw[n];
+    const float r = 1.f / sqrtf(ss / static_cast<float>(N) + kNormEpsF);
+    rs[i] = r;
+    c.bc_rstd[m * 2 * G + i] = r;
+  }
+  __syncthreads();
+  const size_t HN = static_cast<size_t>(H) * N;
+  for (int i = threadIdx.x; i < H * N; i += blockDim.x) {
+    const int h = i / N, n = i % N, g = h / heads_per_group;
+    c.k[m * HN + i] = zr[o.b + g * N + n] * __ldg(w.b_norm + n) * rs[g] + __ldg(w.b_bias + i);
+    c.q[m * HN + i] = zr[o.c + g * N + n] * __ldg(w.c_norm + n) * rs[G + g] + __ldg(w.c_bias + i);
+  }
+}
+
+// The pair (v[0], v[1]) rotated by the angle (cs, sn): the official SISO
+// convention (x0 c - x1 s, x0 s + x1 c).
+__device__ __forceinline__ void rotate_pair(float* v, float cs, float sn) {
+  const float x0 = v[0], x1 = v[1];
+  v[0] = x0 * cs - x1 * sn;
+  v[1] = x0 * sn + x1 * cs;
+}
+
+// One thread per (b, h, a), walking t.
+__global__ void angles_kernel(Mamba3Dims d, Mamba3Chunk c) {
+  const int HA = d.H * d.Na;
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<size_t>(c.B) * HA) return;
+  const int b = static_cast<int>(i / HA), ha = static_cast<int>(i % HA);
+  const int h = ha / d.Na, a = ha % d.Na;
+  const Cols o = cols_of(d);
+  float phi = c.state0[b * c.stride + state_offsets(d).phi + ha];
+  for (int t = 0; t < c.T; ++t) {
+    const size_t m = static_cast<size_t>(t) * c.B + b, mh = m * d.H + h;
+    if (c.starts[m]) phi = 0.f;
+    const float th = tanhf(c.zx[m * o.R + o.th + a]);
+    phi += (kPiF * th) * c.dt[mh];
+    phi -= kTwoPiF * floorf(phi / kTwoPiF);
+    c.phi[mh * d.Na + a] = phi;
+    float sn, cs;
+    sincosf(phi, &sn, &cs);
+    rotate_pair(c.k + mh * d.N + 2 * a, cs, sn);
+    rotate_pair(c.q + mh * d.N + 2 * a, cs, sn);
+  }
+}
+
+// One thread per (b, h, p) with row p of S_h in registers, walking t.
+template <int NMAX>
+__global__ void __launch_bounds__(kThreads) scan_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk c) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<size_t>(c.B) * d.E) return;
+  const int E = d.E, N = d.N, P = d.P, H = d.H;
+  const int b = static_cast<int>(i / E), e = static_cast<int>(i % E), h = e / P, p = e % P;
+  const Cols o = cols_of(d);
+  const StateOffsets so = state_offsets(d);
+  const float* st0 = c.state0 + b * c.stride;
+  float s[NMAX];
+#pragma unroll
+  for (int n = 0; n < NMAX; ++n) s[n] = n < N ? st0[static_cast<size_t>(e) * N + n] : 0.f;
+  float vp = st0[so.vp + e];
+  const float d_skip = __ldg(w.d_skip + h);
+  const size_t BH = static_cast<size_t>(c.B) * H;
+  for (int t = 0; t < c.T; ++t) {
+    const size_t m = static_cast<size_t>(t) * c.B + b, mh = m * H + h;
+    const bool start = c.starts[m] != 0;
+    if (start) {
+#pragma unroll
+      for (int n = 0; n < NMAX; ++n) s[n] = 0.f;
+      vp = 0.f;
+    }
+    const float* kp = t > 0 ? c.k + (mh - BH) * N : st0 + so.kp + static_cast<size_t>(h) * N;
+    const float* k = c.k + mh * N;
+    const float* q = c.q + mh * N;
+    float* hist = c.s_hist + mh * N * P + p;
+    const float x = c.zx[m * o.R + o.x + e];
+    const float al = c.alpha[mh], bv = c.beta[mh] * vp, gx = c.gamma[mh] * x;
+    float acc = d_skip * x;
+#pragma unroll
+    for (int n = 0; n < NMAX; ++n) {
+      if (n < N) {
+        const float kpn = start ? 0.f : kp[n];
+        s[n] = al * s[n] + bv * kpn + gx * k[n];
+        acc += s[n] * q[n];
+        hist[static_cast<size_t>(n) * P] = s[n];
+      }
+    }
+    c.y[m * E + e] = acc;
+    vp = x;
+  }
+}
+
+// One thread per (row, head): y ⊙ silu(z), or y w / rms_P(y) ⊙ silu(z).
+__global__ void gate_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk c) {
+  const int H = d.H, P = d.P;
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<size_t>(c.T) * c.B * H) return;
+  const size_t m = i / H;
+  const int h = static_cast<int>(i % H);
+  const float* y = c.y + m * d.E + h * P;
+  const float* z = c.zx + m * cols_of(d).R + h * P;  // z is the first block
+  float* g = c.gated + m * d.E + h * P;
+  if (!w.norm) {
+    for (int p = 0; p < P; ++p) g[p] = y[p] * z[p] * sigmoidf_ref(z[p]);
+    return;
+  }
+  float ss = 0.f;
+  for (int p = 0; p < P; ++p) ss += y[p] * y[p];
+  const float rs = 1.f / sqrtf(ss / static_cast<float>(P) + kNormEpsF);
+  c.y_rstd[i] = rs;
+  const float* wn = w.norm + h * P;
+  for (int p = 0; p < P; ++p) g[p] = y[p] * __ldg(wn + p) * rs * z[p] * sigmoidf_ref(z[p]);
+}
+
+// ---------------------------------------------------------------------------
+// Backward
+
+// One thread per (row, head): dy, dz (silu'(z) = σ(z)(1 + z(1-σ(z)))), and
+// with the norm its per-token weight terms and the RMSNorm backward over P.
+__global__ void gate_backward_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk c) {
+  const int H = d.H, P = d.P;
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<size_t>(c.T) * c.B * H) return;
+  const size_t m = i / H;
+  const int h = static_cast<int>(i % H);
+  const size_t ye = m * d.E + h * P;
+  const float* y = c.y + ye;
+  const float* dg = c.dgated + ye;
+  const float* z = c.zx + m * cols_of(d).R + h * P;
+  float* dz = c.dzx + m * cols_of(d).R + h * P;
+  float* dy = c.dy + ye;
+  if (!w.norm) {
+    for (int p = 0; p < P; ++p) {
+      const float sg = sigmoidf_ref(z[p]);
+      dy[p] = dg[p] * z[p] * sg;
+      dz[p] = dg[p] * y[p] * sg * (1.f + z[p] * (1.f - sg));
+    }
+    return;
+  }
+  const float rs = c.y_rstd[i];
+  const float* wn = w.norm + h * P;
+  float* dw = c.dnorm_part + ye;
+  float dot = 0.f;
+  for (int p = 0; p < P; ++p) {
+    const float sg = sigmoidf_ref(z[p]), wp = __ldg(wn + p);
+    dz[p] = dg[p] * y[p] * wp * rs * sg * (1.f + z[p] * (1.f - sg));
+    const float a = dg[p] * z[p] * sg;  // dL/d(normed y)
+    dw[p] = a * y[p] * rs;
+    dot += y[p] * a * wp;
+  }
+  const float coef = rs * rs * rs * dot / static_cast<float>(P);
+  for (int p = 0; p < P; ++p) {
+    const float a = dg[p] * z[p] * sigmoidf_ref(z[p]);
+    dy[p] = rs * a * __ldg(wn + p) - y[p] * coef;
+  }
+}
+
+// The recurrence's backward: a block holds heads_per_block heads of the same
+// or consecutive envs, thread (hl, p) owns row p of head hl, with S_t and
+// dL/dS_t for that row in registers, walking t from T-1 down. Per step, with
+// r = dL/dS_t = dS_carry + dy ⊗ q:
+//   per thread (local):  dx = D dy + γ (r·k) + dv_carry,  dv_carry' = β (r·k_prev),
+//                        dS_carry' = α r,  dD += dy x
+//   per head (sums over p, through shared memory, in p order):
+//     dq[n] = Σ dy S_t[·,n],  dk[n] = dk_carry[n] + Σ γ x r[·,n],
+//     dk_carry'[n] = Σ β v_prev r[·,n],  dα = Σ r·S_{t-1},  dγ = Σ x (r·k),
+//     dβ = Σ v_prev (r·k_prev)
+// S_{t-1} is read from the forward's history (or state0 at t = 0); at a start
+// it, k_prev and v_prev are the zeros the forward used, and every carry is cut.
+template <int NMAX>
+__global__ void __launch_bounds__(kScanBwdThreads)
+    scan_backward_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk c, int heads_per_block) {
+  extern __shared__ float smem[];
+  const int N = d.N, P = d.P, H = d.H, E = d.E;
+  const int K = 3 * N + 3, Ps = P | 1;  // odd row stride: the p-order sums read distinct banks
+  const int hl = threadIdx.x / P, p = threadIdx.x % P;
+  float* part = smem + static_cast<size_t>(hl) * K * Ps;                   // (K, Ps) per-p terms
+  float* dkc = smem + static_cast<size_t>(heads_per_block) * K * Ps + hl * N;  // (N) dk_carry
+  const int pair = blockIdx.x * heads_per_block + hl;  // b*H + h
+  const bool active = pair < c.B * H;
+  const int b = active ? pair / H : 0, h = pair % H, e = h * P + p;
+  const Cols o = cols_of(d);
+  const StateOffsets so = state_offsets(d);
+  const float* st0 = c.state0 + b * c.stride;
+  const size_t BH = static_cast<size_t>(c.B) * H;
+  const size_t NP = static_cast<size_t>(N) * P;
+  const float d_skip = __ldg(w.d_skip + h);
+
+  // Work items of the per-head sums: n < N is the triple (dq, dk, dk_carry)
+  // of state n, N..N+2 are dα, dγ, dβ. Item j belongs to thread p = j % P
+  // for every t, so dkc[n] is only ever touched by its owner.
+  for (int n = p; n < N; n += P) dkc[n] = 0.f;
+  float s_cur[NMAX], ds[NMAX];
+  {
+    const size_t mh_last = (static_cast<size_t>(c.T - 1) * c.B + b) * H + h;
+#pragma unroll
+    for (int n = 0; n < NMAX; ++n) {
+      ds[n] = 0.f;
+      s_cur[n] = active && n < N ? c.s_hist[mh_last * NP + static_cast<size_t>(n) * P + p] : 0.f;
+    }
+  }
+  float dv_carry = 0.f, dd = 0.f;
+
+  for (int t = c.T - 1; t >= 0; --t) {
+    const size_t m = static_cast<size_t>(t) * c.B + b, mh = m * H + h;
+    const bool start = active && c.starts[m] != 0;
+    if (active) {
+      const float dy = c.dy[m * E + e];
+      const float x = c.zx[m * o.R + o.x + e];
+      const float vp = start ? 0.f : (t > 0 ? c.zx[(m - c.B) * o.R + o.x + e] : st0[so.vp + e]);
+      const float al = c.alpha[mh], be = c.beta[mh], ga = c.gamma[mh];
+      const float* q = c.q + mh * N;
+      const float* k = c.k + mh * N;
+      const float* kp = t > 0 ? c.k + (mh - BH) * N : st0 + so.kp + static_cast<size_t>(h) * N;
+      const float* sp = t > 0 ? c.s_hist + (mh - BH) * NP + p : nullptr;  // S_{t-1} (stride P)
+      const float gx = ga * x, bv = be * vp;
+      float u = 0.f, wk = 0.f, dal = 0.f;
+#pragma unroll
+      for (int n = 0; n < NMAX; ++n) {
+        if (n < N) {
+          // S_{t-1} as it is (the next iteration's S_t) and as step t saw it.
+          const float s_prev = t > 0 ? sp[static_cast<size_t>(n) * P]
+                                     : (start ? 0.f : st0[static_cast<size_t>(e) * N + n]);
+          const float s_seen = start ? 0.f : s_prev;
+          const float kpn = start ? 0.f : kp[n];
+          const float r = ds[n] + dy * q[n];
+          u += r * k[n];
+          wk += r * kpn;
+          dal += r * s_seen;
+          part[n * Ps + p] = dy * s_cur[n];
+          part[(N + n) * Ps + p] = gx * r;
+          part[(2 * N + n) * Ps + p] = bv * r;
+          ds[n] = start ? 0.f : al * r;
+          s_cur[n] = s_prev;
+        }
+      }
+      part[3 * N * Ps + p] = dal;
+      part[(3 * N + 1) * Ps + p] = x * u;
+      part[(3 * N + 2) * Ps + p] = vp * wk;
+      c.dzx[m * o.R + o.x + e] = d_skip * dy + ga * u + dv_carry;
+      dv_carry = start ? 0.f : be * wk;
+      dd += dy * x;
+    }
+    __syncthreads();
+    if (active) {
+      for (int j = p; j < N + 3; j += P) {
+        if (j < N) {
+          float dq = 0.f, dk = dkc[j], dkp = 0.f;
+          for (int pp = 0; pp < P; ++pp) {
+            dq += part[j * Ps + pp];
+            dk += part[(N + j) * Ps + pp];
+            dkp += part[(2 * N + j) * Ps + pp];
+          }
+          c.dq[mh * N + j] = dq;
+          c.dk[mh * N + j] = dk;
+          dkc[j] = start ? 0.f : dkp;
+        } else {
+          const int s = j - N;  // 0: dα, 1: dγ, 2: dβ
+          float sum = 0.f;
+          for (int pp = 0; pp < P; ++pp) sum += part[(3 * N + s) * Ps + pp];
+          (s == 0 ? c.dalpha : s == 1 ? c.dgamma : c.dbeta)[mh] = sum;
+        }
+      }
+    }
+    __syncthreads();  // part is rewritten by the next step
+  }
+  if (active) c.dd_part[(static_cast<size_t>(b) * P + p) * H + h] = dd;
+}
+
+// One thread per (b, h, a), t descending: un-rotates the pair (2a, 2a+1) of
+// dk and dq (Rᵀ d) and collects dφ_t = Σ (-d0 r1 + d1 r0) over k and q; the
+// mod 2π has derivative 1, so dΔφ_t = dφ_t + dΔφ_{t+1} unless t+1 is a start.
+__global__ void angles_backward_kernel(Mamba3Dims d, Mamba3Chunk c) {
+  const int HA = d.H * d.Na;
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<size_t>(c.B) * HA) return;
+  const int b = static_cast<int>(i / HA), ha = static_cast<int>(i % HA);
+  const int h = ha / d.Na, a = ha % d.Na;
+  float carry = 0.f;
+  for (int t = c.T - 1; t >= 0; --t) {
+    const size_t m = static_cast<size_t>(t) * c.B + b, mh = m * d.H + h;
+    float sn, cs;
+    sincosf(c.phi[mh * d.Na + a], &sn, &cs);
+    float dphi = 0.f;
+    for (int which = 0; which < 2; ++which) {
+      float* dv = (which == 0 ? c.dk : c.dq) + mh * d.N + 2 * a;
+      const float* rv = (which == 0 ? c.k : c.q) + mh * d.N + 2 * a;
+      const float g0 = dv[0], g1 = dv[1];
+      dphi += g1 * rv[0] - g0 * rv[1];
+      dv[0] = g0 * cs + g1 * sn;
+      dv[1] = g1 * cs - g0 * sn;
+    }
+    dphi += carry;
+    c.dphi[mh * d.Na + a] = dphi;
+    carry = c.starts[m] ? 0.f : dphi;
+  }
+}
+
+// One block per token row: from (dα, dβ, dγ, dΔφ) to the dd_dt, dd_A, λ, θ
+// columns of dzx (as the CPU's head_scalars_backward).
+__global__ void head_scalars_backward_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk c) {
+  const Cols o = cols_of(d);
+  const size_t m = blockIdx.x;
+  const int H = d.H, Na = d.Na;
+  const float* zr = c.zx + m * o.R;
+  float* dr = c.dzx + m * o.R;
+  for (int h = threadIdx.x; h < H; h += blockDim.x) {
+    const size_t mh = m * H + h;
+    float ddt = 0.f;  // Δφ_{h,a} = π tanh(θ_a) dt_h
+    for (int a = 0; a < Na; ++a) ddt += (kPiF * tanhf(zr[o.th + a])) * c.dphi[mh * Na + a];
+    const float dt = c.dt[mh], alpha = c.alpha[mh];
+    const float dal = c.dalpha[mh], dbe = c.dbeta[mh], dga = c.dgamma[mh];
+    const float lam = sigmoidf_ref(zr[o.lam + h]);
+    const float v = zr[o.a + h], a = decay_a(v, d.a_floor);
+    dr[o.lam + h] = (dga - dbe * alpha) * dt * lam * (1.f - lam);
+    const float g_alpha = dal + dbe * dt * (1.f - lam);  // β = α dt (1-λ) depends on α too
+    ddt += g_alpha * alpha * a + dbe * alpha * (1.f - lam) + dga * lam;
+    // A is the floor (no gradient) unless below it; heavy_tail'(v) = 1/(1 - min(v,0))².
+    const float mv = 1.f - fminf(v, 0.f);
+    dr[o.a + h] = a < -d.a_floor ? -g_alpha * alpha * dt / (mv * mv) : 0.f;
+    dr[o.dt + h] = ddt * sigmoidf_ref(zr[o.dt + h] + __ldg(w.dt_bias + h));  // softplus' = σ
+  }
+  for (int a = threadIdx.x; a < Na; a += blockDim.x) {
+    const float th = tanhf(zr[o.th + a]);
+    float sum = 0.f;
+    for (int h = 0; h < H; ++h) sum += c.dphi[(m * H + h) * Na + a] * c.dt[m * H + h];
+    dr[o.th + a] = kPiF * (1.f - th * th) * sum;
+  }
+}
+
+// One block per token row: dk̃, dq̃ (un-rotated) summed over each group's
+// heads, then the RMSNorm backward over N per group into dzx's B and C
+// columns, and the per-token norm-weight terms.
+__global__ void bc_backward_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk c) {
+  extern __shared__ float sm[];
+  const Cols o = cols_of(d);
+  const size_t m = blockIdx.x;
+  const int H = d.H, N = d.N, G = d.G, GN = G * N, heads_per_group = H / G;
+  float* dn = sm;            // (2G, N) dL/d(normed B), then C, per group
+  float* dot = sm + 2 * GN;  // (2G)
+  const float* zr = c.zx + m * o.R;
+  const size_t HN = static_cast<size_t>(H) * N;
+  // Index i over (which, g, n) = (which*G + g)*N + n: B's groups then C's, as
+  // in the zx row from o.b on.
+  for (int i = threadIdx.x; i < 2 * GN; i += blockDim.x) {
+    const int which = i / GN, g = (i % GN) / N, n = i % N;
+    const float* src = (which == 0 ? c.dk : c.dq) + m * HN;
+    float s = 0.f;
+    for (int hh = g * heads_per_group; hh < (g + 1) * heads_per_group; ++hh) s += src[hh * N + n];
+    dn[i] = s;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < 2 * G; i += blockDim.x) {
+    const float* wn = i < G ? w.b_norm : w.c_norm;
+    const float* raw = zr + o.b + i * N;
+    float s = 0.f;
+    for (int n = 0; n < N; ++n) s += raw[n] * (dn[i * N + n] * __ldg(wn + n));
+    dot[i] = s;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < 2 * GN; i += blockDim.x) {
+    const int grp = i / N, n = i % N;  // grp = which*G + g
+    const float* wn = grp < G ? w.b_norm : w.c_norm;
+    const float r = c.bc_rstd[m * 2 * G + grp];
+    const float raw = zr[o.b + i];
+    const float gv = dn[i] * __ldg(wn + n);
+    c.dzx[m * o.R + o.b + i] = r * gv - raw * (r * r * r * dot[grp] / static_cast<float>(N));
+    float* part = grp < G ? c.dbn_part : c.dcn_part;
+    part[(m * G + grp % G) * N + n] = dn[i] * raw * r;
+  }
+}
+
+}  // namespace
+
+void mamba3_chunk_configure(const Mamba3Dims& d) {
+  MAMBARL_CHECK(d.D > 0 && d.E > 0 && d.N > 0 && d.P > 0 && d.H > 0 && d.G > 0 && d.Na > 0,
+                "mamba3 chunk: dims must be positive");
+  MAMBARL_CHECK(d.H * d.P == d.E && d.H % d.G == 0 && 2 * d.Na <= d.N,
+                "mamba3 chunk: inconsistent dims (E " << d.E << ", H " << d.H << ", P " << d.P
+                                                      << ", G " << d.G << ", N " << d.N
+                                                      << ", Na " << d.Na << ")");
+  MAMBARL_CHECK(d.N <= kMamba3ScanMaxState,
+                "mamba3 chunk: d_state " << d.N << " is more than the " << kMamba3ScanMaxState
+                                         << " the training kernels hold in registers");
+  MAMBARL_CHECK(d.P <= kMamba3ScanMaxHeaddim, "mamba3 chunk: headdim "
+                                                  << d.P << " is more than "
+                                                  << kMamba3ScanMaxHeaddim);
+  const size_t bytes = scan_bwd_smem(d);
+  const size_t limit = max_smem_per_block_optin();
+  MAMBARL_CHECK(bytes <= limit, "mamba3 chunk: the backward scan needs "
+                                    << bytes << " bytes of shared memory per block (d_state "
+                                    << d.N << ", headdim " << d.P << "), the device has " << limit);
+  with_state_width(d.N, [&](auto width) {
+    MAMBARL_CUDA_CHECK(cudaFuncSetAttribute(scan_backward_kernel<decltype(width)::value>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(bytes)));
+  });
+}
+
+void mamba3_chunk_forward(const Mamba3Dims& d, const Mamba3Weights& w, const Mamba3Chunk& c,
+                          cudaStream_t stream) {
+  MAMBARL_CHECK(c.T > 0 && c.B > 0, "mamba3 chunk: T (" << c.T << ") and B (" << c.B
+                                                        << ") must be positive");
+  const size_t M = static_cast<size_t>(c.T) * c.B;
+  prep_kernel<<<static_cast<unsigned>(M), kRowThreads, 2 * d.G * sizeof(float), stream>>>(d, w, c);
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  const size_t angle_threads = static_cast<size_t>(c.B) * d.H * d.Na;
+  angles_kernel<<<blocks_for(angle_threads, kThreads), kThreads, 0, stream>>>(d, c);
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  with_state_width(d.N, [&](auto width) {
+    scan_kernel<decltype(width)::value>
+        <<<blocks_for(static_cast<size_t>(c.B) * d.E, kThreads), kThreads, 0, stream>>>(d, w, c);
+  });
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  gate_kernel<<<blocks_for(M * d.H, kThreads), kThreads, 0, stream>>>(d, w, c);
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+}
+
+void mamba3_chunk_backward(const Mamba3Dims& d, const Mamba3Weights& w, const Mamba3Chunk& c,
+                           cudaStream_t stream) {
+  MAMBARL_CHECK(c.T > 0 && c.B > 0, "mamba3 chunk: T (" << c.T << ") and B (" << c.B
+                                                        << ") must be positive");
+  const size_t M = static_cast<size_t>(c.T) * c.B;
+  gate_backward_kernel<<<blocks_for(M * d.H, kThreads), kThreads, 0, stream>>>(d, w, c);
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  const int hb = scan_bwd_heads_per_block(d);
+  const size_t pairs = static_cast<size_t>(c.B) * d.H;
+  with_state_width(d.N, [&](auto width) {
+    scan_backward_kernel<decltype(width)::value>
+        <<<blocks_for(pairs, hb), hb * d.P, scan_bwd_smem(d), stream>>>(d, w, c, hb);
+  });
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  const size_t angle_threads = static_cast<size_t>(c.B) * d.H * d.Na;
+  angles_backward_kernel<<<blocks_for(angle_threads, kThreads), kThreads, 0, stream>>>(d, c);
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  head_scalars_backward_kernel<<<static_cast<unsigned>(M), kRowThreads, 0, stream>>>(d, w, c);
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  bc_backward_kernel<<<static_cast<unsigned>(M), kRowThreads,
+                       (2 * d.G * d.N + 2 * d.G) * sizeof(float), stream>>>(d, w, c);
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+}
+
+}  // namespace mambarl::cuda
