@@ -137,6 +137,11 @@ void gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int M, int N, int K
                                    lda, &beta, C, ldc));
 }
 
+void gemm_rows(cublasHandle_t handle, int M, int in, int out, const float* X, const float* W,
+               float beta, float* Y) {
+  gemm(handle, false, true, M, out, in, 1.f, X, in, W, in, beta, Y, out);
+}
+
 template <class Wt>
 void linear_rows(int M, int in, int out, const float* X, const Wt* W, float beta, float* Y,
                  cudaStream_t stream, bool pdl) {

@@ -33,6 +33,10 @@ namespace mambarl::cuda {
 void gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
           const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc);
 
+// Y (M, out) = X (M, in) W^T + beta Y through gemm: a layer applied to token rows.
+void gemm_rows(cublasHandle_t handle, int M, int in, int out, const float* X, const float* W,
+               float beta, float* Y);
+
 // The step launchers below take pdl: launch with programmatic dependent
 // launch (kernels/launch.cuh).
 //

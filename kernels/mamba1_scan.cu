@@ -77,7 +77,7 @@ __global__ void conv_forward_kernel(Mamba1Dims d, Mamba1Chunk c, const float* __
 // registers: Δ, H_t (kept in act.hist), y, gated. As the CPU's scan_forward.
 template <int NB>
 __global__ void __launch_bounds__(kScanThreads)
-    scan_forward_kernel(Mamba1Dims d, Mamba1Chunk c, Mamba1Weights w, Mamba1Activations act) {
+    scan_forward_kernel(Mamba1Dims d, Mamba1Chunk c, Mamba1Weights<float> w, Mamba1Activations act) {
   const int E = d.E, N = d.N, B = c.B, RN = d.R + 2 * d.N;
   const int b = blockIdx.y, e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= E) return;
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kScanThreads)
 // Lanes past E take part in the warp sums with zeros.
 template <int NB>
 __global__ void __launch_bounds__(kScanThreads)
-    scan_backward_kernel(Mamba1Dims d, Mamba1Chunk c, Mamba1Weights w, Mamba1Activations act,
+    scan_backward_kernel(Mamba1Dims d, Mamba1Chunk c, Mamba1Weights<float> w, Mamba1Activations act,
                          Mamba1Backward g) {
   const int E = d.E, N = d.N, B = c.B, RN = d.R + 2 * d.N, W = mamba1_channel_warps(E);
   const int b = blockIdx.y, e = blockIdx.x * blockDim.x + threadIdx.x;
@@ -234,7 +234,7 @@ __global__ void bc_reduce_kernel(int M, int N, int R, int W, const float* __rest
 // K-1-m read x_t, unless a start lies in (t, t+m]. later[j] holds dpre of
 // t+1+j, so every index into a register array is a compile-time constant.
 __global__ void __launch_bounds__(kScanThreads)
-    conv_backward_kernel(Mamba1Dims d, Mamba1Chunk c, Mamba1Weights w, Mamba1Activations act,
+    conv_backward_kernel(Mamba1Dims d, Mamba1Chunk c, Mamba1Weights<float> w, Mamba1Activations act,
                          Mamba1Backward g) {
   constexpr int KM = kMamba1MaxConv;
   const int E = d.E, K = d.K, B = c.B;
@@ -330,7 +330,7 @@ void mamba1_scan_check(const Mamba1Dims& d, int T, int B) {
                 "mamba1 scan: d_conv must be in [1, " << kMamba1MaxConv << "], got " << d.K);
 }
 
-void mamba1_conv_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights& w,
+void mamba1_conv_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights<float>& w,
                          const Mamba1Activations& act, cudaStream_t stream) {
   const size_t n = static_cast<size_t>(c.T) * c.B * d.E;
   conv_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(d, c, w.conv_w, w.conv_b, act.xz,
@@ -338,7 +338,7 @@ void mamba1_conv_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 
-void mamba1_scan_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights& w,
+void mamba1_scan_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights<float>& w,
                          const Mamba1Activations& act, cudaStream_t stream) {
   const ScanLaunch l = scan_launch(d, c);
   with_state_bound(d.N, [&](auto nb) {
@@ -347,7 +347,7 @@ void mamba1_scan_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 
-void mamba1_scan_backward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights& w,
+void mamba1_scan_backward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights<float>& w,
                           const Mamba1Activations& act, const Mamba1Backward& bwd,
                           cudaStream_t stream) {
   const ScanLaunch l = scan_launch(d, c);
@@ -361,7 +361,7 @@ void mamba1_scan_backward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 
-void mamba1_conv_backward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights& w,
+void mamba1_conv_backward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights<float>& w,
                           const Mamba1Activations& act, const Mamba1Backward& bwd,
                           cudaStream_t stream) {
   const ScanLaunch l = scan_launch(d, c);

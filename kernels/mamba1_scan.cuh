@@ -78,23 +78,23 @@ __host__ __device__ inline int mamba1_channel_warps(int E) { return (E + 31) / 3
 void mamba1_scan_check(const Mamba1Dims& d, int T, int B);
 
 // Reads act.xz (x part) and c.state0's window; writes act.pre, act.xc.
-void mamba1_conv_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights& w,
+void mamba1_conv_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights<float>& w,
                          const Mamba1Activations& act, cudaStream_t stream);
 
 // Reads act.xz (z part), act.xc, act.dbc, act.dt_lin and c.state0's H;
 // writes act.delta, act.hist, act.y, act.gated.
-void mamba1_scan_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights& w,
+void mamba1_scan_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights<float>& w,
                          const Mamba1Activations& act, cudaStream_t stream);
 
 // Reads bwd.dgated and the activations; writes bwd.dxz (z part), bwd.dxc,
 // bwd.ddt, bwd.ddbc (B and C columns), bwd.sum_a, bwd.sum_d, bwd.sum_dtb.
-void mamba1_scan_backward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights& w,
+void mamba1_scan_backward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights<float>& w,
                           const Mamba1Activations& act, const Mamba1Backward& bwd,
                           cudaStream_t stream);
 
 // Reads bwd.dxc (complete: scan and x_proj parts), act.pre, act.xz and
 // c.state0's window; writes bwd.dxz (x part), bwd.sum_cw, bwd.sum_cb.
-void mamba1_conv_backward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights& w,
+void mamba1_conv_backward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights<float>& w,
                           const Mamba1Activations& act, const Mamba1Backward& bwd,
                           cudaStream_t stream);
 

@@ -51,8 +51,8 @@ GpuMamba1Mixer::GpuMamba1Mixer(const Mamba1Mixer<float>& cpu, const ParamLayout&
   off_.out_proj = param_offset(layout, pre + "out_proj.weight", {D, E});
 }
 
-cuda::Mamba1Weights GpuMamba1Mixer::weights(const float* params) const {
-  cuda::Mamba1Weights w;
+cuda::Mamba1Weights<float> GpuMamba1Mixer::weights(const float* params) const {
+  cuda::Mamba1Weights<float> w;
   w.conv_w = params + off_.conv_w;
   w.conv_b = params + off_.conv_b;
   w.x_proj = params + off_.x_proj;
@@ -111,7 +111,7 @@ void GpuMamba1Mixer::forward(const float* params, const float* U, const uint8_t*
   const int M = T_ * B_, D = d_.D, E = d_.E, N = d_.N, R = d_.R, RN = R + 2 * N;
   U_ = U;
   chunk_ = cuda::Mamba1Chunk{T_, B_, starts, state0, state_stride};
-  const cuda::Mamba1Weights w = weights(params);
+  const cuda::Mamba1Weights<float> w = weights(params);
   cudaStream_t s = exec.stream;
 
   cuda::mamba1_derive_a(E * N, params + off_.a_log, a_, s);
@@ -133,7 +133,7 @@ void GpuMamba1Mixer::backward(const float* params, const float* dY, float* grads
                               const GpuExec& exec) {
   MAMBARL_CHECK(U_ != nullptr, "GpuMamba1Mixer: backward() before forward()");
   const int M = T_ * B_, D = d_.D, E = d_.E, N = d_.N, K = d_.K, R = d_.R, RN = R + 2 * N;
-  const cuda::Mamba1Weights w = weights(params);
+  const cuda::Mamba1Weights<float> w = weights(params);
   cudaStream_t s = exec.stream;
 
   // out_proj: (M, E) dgated = dY W_out; dW_out += dY^T gated.

@@ -50,7 +50,7 @@ class GpuMamba1Mixer final : public GpuMixer {
     size_t in_proj = 0, conv_w = 0, conv_b = 0, x_proj = 0, dt_w = 0, dt_b = 0, a_log = 0,
            d_skip = 0, out_proj = 0;
   };
-  cuda::Mamba1Weights weights(const float* params) const;
+  cuda::Mamba1Weights<float> weights(const float* params) const;
 
   cuda::Mamba1Dims d_;
   size_t state_size_ = 0;

@@ -5,7 +5,8 @@
 
 #include <iterator>
 
-#include "policy/gpu_mixer_types.hpp"
+#include "policy/gpu_mamba1_mixer.hpp"
+#include "policy/gpu_mamba3_mixer.hpp"
 #include "policy/gpu_mlp_mixer.hpp"
 
 namespace mambarl {
@@ -28,6 +29,8 @@ struct Entry {
 };
 
 const Entry kEngines[] = {
+    {"mamba1", &make_as<GpuMamba1Mixer, Mamba1Mixer<float>>},
+    {"mamba3", &make_as<GpuMamba3Mixer, Mamba3Mixer<float>>},
     {"mlp", &make_as<GpuMlpMixer, MlpMixer<float>>},
 };
 

@@ -74,4 +74,8 @@ class GpuMixer {
 std::unique_ptr<GpuMixer> make_gpu_mixer(const Mixer<float>& mixer, const ParamLayout& layout,
                                          int layer);
 
+// The mixer types make_gpu_mixer knows, in table order: what the GPU learner
+// can train and what `bench train --device cuda` measures.
+std::vector<std::string> gpu_mixer_types();
+
 }  // namespace mambarl

@@ -10,7 +10,7 @@
 #include "kernels/cuda_check.cuh"
 #include "kernels/rng.hpp"
 #include "policy/gpu_learner.hpp"
-#include "policy/gpu_mixer_types.hpp"
+#include "policy/gpu_mixer.hpp"
 #include "policy/policy_config.hpp"
 
 namespace mambarl {
