@@ -50,9 +50,11 @@ std::vector<T> download(const DeviceBuffer<T>& d) {
   return h;
 }
 
+// An empty host array (a stateless mixer's state) still gets one element on
+// the device, so the pointer handed to the mixer is valid and never null.
 template <typename T>
 DeviceBuffer<T> upload(const T* h, size_t n) {
-  DeviceBuffer<T> d(n);
+  DeviceBuffer<T> d(std::max<size_t>(n, 1));
   if (n) MAMBARL_CUDA_CHECK(cudaMemcpy(d.data(), h, n * sizeof(T), cudaMemcpyHostToDevice));
   return d;
 }
@@ -116,7 +118,7 @@ inline void check_gpu_mixer_parity(const GpuMixerCase& c, const GpuMixerMaker& m
   auto d_U = detail::upload(U.data(), rows * D);
   auto d_dY = detail::upload(dY.data(), rows * D);
   auto d_starts = detail::upload(starts.data(), rows);
-  auto d_state0 = detail::upload(state0.data(), std::max<size_t>(state0.size(), 1));
+  auto d_state0 = detail::upload(state0.data(), state0.size());
   DeviceBuffer<float> d_Y(rows * D), d_dU(rows * D), d_grads(layout.size());
   gpu->prepare(T, B);
   const auto run = [&](cudaStream_t s) {

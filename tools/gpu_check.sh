@@ -14,6 +14,8 @@
 #   SANITIZE_FILTER_<test>: a Boost --run_test filter for that test binary
 #                  under racecheck and synccheck (memcheck always runs it all),
 #                  for suites whose long cases would take racecheck many minutes.
+#   SANITIZE_TIMEOUT: seconds allowed per sanitizer run (default 600); a run
+#                  cut off counts as failed.
 #   BENCH_ARGS: extra arguments for the benches (e.g. '--reps 2000').
 set -uo pipefail
 build=${1:-build}
@@ -53,7 +55,7 @@ if [[ " $stages " == *" sanitize "* ]]; then
       args=(--log_level=nothing --report_level=short)
       if [ "$tool" != memcheck ] && [ -n "${!filter_var:-}" ]; then args+=("--run_test=${!filter_var}"); fi
       start=$(date +%s)
-      if compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/test/$t" "${args[@]}" >"$log" 2>&1; then
+      if timeout "${SANITIZE_TIMEOUT:-600}" compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/test/$t" "${args[@]}" >"$log" 2>&1; then
         note "sanitize: $t $tool clean ($(( $(date +%s) - start )) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK|summary' "$log" | tail -1)"
       else
         failed=$((failed + 1))
