@@ -7,14 +7,6 @@ namespace mambarl {
 
 namespace {
 
-size_t param_offset(const ParamLayout& layout, const std::string& name, std::vector<int64_t> shape) {
-  const ParamId id = layout.find(name);
-  MAMBARL_CHECK(id >= 0, "GpuMamba1Mixer: the model has no parameter '" << name << "'");
-  MAMBARL_CHECK(layout[id].shape == shape, "GpuMamba1Mixer: parameter '"
-                                               << name << "' does not have the shape its mixer config implies");
-  return layout[id].offset;
-}
-
 // Slices of one allocation, each rounded up to 16 floats (64 bytes) so every
 // buffer starts on a coalescing boundary.
 class Carver {
@@ -40,15 +32,15 @@ GpuMamba1Mixer::GpuMamba1Mixer(const Mamba1Mixer<float>& cpu, const ParamLayout&
   d_ = cuda::Mamba1Dims{c.d_model, c.d_inner(), c.d_state, c.d_conv, c.resolved_dt_rank()};
   const int D = d_.D, E = d_.E, N = d_.N, K = d_.K, R = d_.R;
   const std::string pre = "layers." + std::to_string(layer) + ".mixer.";
-  off_.in_proj = param_offset(layout, pre + "in_proj.weight", {2 * E, D});
-  off_.conv_w = param_offset(layout, pre + "conv1d.weight", {E, K});
-  off_.conv_b = param_offset(layout, pre + "conv1d.bias", {E});
-  off_.x_proj = param_offset(layout, pre + "x_proj.weight", {R + 2 * N, E});
-  off_.dt_w = param_offset(layout, pre + "dt_proj.weight", {E, R});
-  off_.dt_b = param_offset(layout, pre + "dt_proj.bias", {E});
-  off_.a_log = param_offset(layout, pre + "A_log", {E, N});
-  off_.d_skip = param_offset(layout, pre + "D", {E});
-  off_.out_proj = param_offset(layout, pre + "out_proj.weight", {D, E});
+  off_.in_proj = layout.offset_of(pre + "in_proj.weight", {2 * E, D}, "GpuMamba1Mixer");
+  off_.conv_w = layout.offset_of(pre + "conv1d.weight", {E, K}, "GpuMamba1Mixer");
+  off_.conv_b = layout.offset_of(pre + "conv1d.bias", {E}, "GpuMamba1Mixer");
+  off_.x_proj = layout.offset_of(pre + "x_proj.weight", {R + 2 * N, E}, "GpuMamba1Mixer");
+  off_.dt_w = layout.offset_of(pre + "dt_proj.weight", {E, R}, "GpuMamba1Mixer");
+  off_.dt_b = layout.offset_of(pre + "dt_proj.bias", {E}, "GpuMamba1Mixer");
+  off_.a_log = layout.offset_of(pre + "A_log", {E, N}, "GpuMamba1Mixer");
+  off_.d_skip = layout.offset_of(pre + "D", {E}, "GpuMamba1Mixer");
+  off_.out_proj = layout.offset_of(pre + "out_proj.weight", {D, E}, "GpuMamba1Mixer");
 }
 
 cuda::Mamba1Weights<float> GpuMamba1Mixer::weights(const float* params) const {

@@ -9,18 +9,6 @@
 
 namespace mambarl {
 
-namespace {
-
-size_t param_offset(const ParamLayout& layout, const std::string& name, std::vector<int64_t> shape) {
-  const ParamId id = layout.find(name);
-  MAMBARL_CHECK(id >= 0, "GpuMamba3Mixer: the model has no parameter '" << name << "'");
-  MAMBARL_CHECK(layout[id].shape == shape, "GpuMamba3Mixer: parameter '"
-                                               << name << "' does not have the shape its mixer config implies");
-  return layout[id].offset;
-}
-
-}  // namespace
-
 GpuMamba3Mixer::GpuMamba3Mixer(const Mamba3Mixer<float>& cpu, const ParamLayout& layout, int layer) {
   const Mamba3Config& c = cpu.config();
   d_.D = c.d_model;
@@ -35,15 +23,15 @@ GpuMamba3Mixer::GpuMamba3Mixer(const Mamba3Mixer<float>& cpu, const ParamLayout&
   o_dt_ = 2 * d_.E + 2 * d_.G * d_.N;
   state_size_ = cpu.state_size();
   const std::string pre = "layers." + std::to_string(layer) + ".mixer.";
-  off_.in_proj = param_offset(layout, pre + "in_proj.weight", {R_, d_.D});
-  off_.dt_bias = param_offset(layout, pre + "dt_bias", {d_.H});
-  off_.b_bias = param_offset(layout, pre + "B_bias", {d_.H, d_.N});
-  off_.c_bias = param_offset(layout, pre + "C_bias", {d_.H, d_.N});
-  off_.b_norm = param_offset(layout, pre + "B_norm.weight", {d_.N});
-  off_.c_norm = param_offset(layout, pre + "C_norm.weight", {d_.N});
-  off_.d_skip = param_offset(layout, pre + "D", {d_.H});
-  off_.norm = c.is_outproj_norm ? param_offset(layout, pre + "norm.weight", {d_.E}) : kNoNorm;
-  off_.out_proj = param_offset(layout, pre + "out_proj.weight", {d_.D, d_.E});
+  off_.in_proj = layout.offset_of(pre + "in_proj.weight", {R_, d_.D}, "GpuMamba3Mixer");
+  off_.dt_bias = layout.offset_of(pre + "dt_bias", {d_.H}, "GpuMamba3Mixer");
+  off_.b_bias = layout.offset_of(pre + "B_bias", {d_.H, d_.N}, "GpuMamba3Mixer");
+  off_.c_bias = layout.offset_of(pre + "C_bias", {d_.H, d_.N}, "GpuMamba3Mixer");
+  off_.b_norm = layout.offset_of(pre + "B_norm.weight", {d_.N}, "GpuMamba3Mixer");
+  off_.c_norm = layout.offset_of(pre + "C_norm.weight", {d_.N}, "GpuMamba3Mixer");
+  off_.d_skip = layout.offset_of(pre + "D", {d_.H}, "GpuMamba3Mixer");
+  off_.norm = c.is_outproj_norm ? layout.offset_of(pre + "norm.weight", {d_.E}, "GpuMamba3Mixer") : kNoNorm;
+  off_.out_proj = layout.offset_of(pre + "out_proj.weight", {d_.D, d_.E}, "GpuMamba3Mixer");
   cuda::mamba3_chunk_configure(d_);
 }
 

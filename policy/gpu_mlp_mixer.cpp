@@ -6,25 +6,13 @@
 
 namespace mambarl {
 
-namespace {
-
-size_t offset_of(const ParamLayout& layout, const std::string& name, std::vector<int64_t> shape) {
-  const ParamId id = layout.find(name);
-  MAMBARL_CHECK(id >= 0, "GpuMlpMixer: the model has no parameter '" << name << "'");
-  MAMBARL_CHECK(layout[id].shape == shape,
-                "GpuMlpMixer: parameter '" << name << "' does not have the shape its config implies");
-  return layout[id].offset;
-}
-
-}  // namespace
-
 GpuMlpMixer::GpuMlpMixer(const MlpMixer<float>& mixer, const ParamLayout& layout, int layer)
     : D_(mixer.config().d_model), E_(mixer.config().d_inner()) {
   const std::string pre = "layers." + std::to_string(layer) + ".mixer.";
-  fc1_w_ = offset_of(layout, pre + "fc1.weight", {E_, D_});
-  fc1_b_ = offset_of(layout, pre + "fc1.bias", {E_});
-  fc2_w_ = offset_of(layout, pre + "fc2.weight", {D_, E_});
-  fc2_b_ = offset_of(layout, pre + "fc2.bias", {D_});
+  fc1_w_ = layout.offset_of(pre + "fc1.weight", {E_, D_}, "GpuMlpMixer");
+  fc1_b_ = layout.offset_of(pre + "fc1.bias", {E_}, "GpuMlpMixer");
+  fc2_w_ = layout.offset_of(pre + "fc2.weight", {D_, E_}, "GpuMlpMixer");
+  fc2_b_ = layout.offset_of(pre + "fc2.bias", {D_}, "GpuMlpMixer");
 }
 
 void GpuMlpMixer::prepare(int T, int B) {

@@ -53,6 +53,15 @@ class ParamLayout {
   const std::vector<ParamInfo>& params() const { return params_; }
   const ParamInfo& operator[](ParamId id) const { return params_.at(static_cast<size_t>(id)); }
   size_t size() const { return size_; }  // total elements including alignment padding
+  // The offset of `name`, which must exist with exactly `shape`; `who` names
+  // the caller in the error (an engine built for another config or layout).
+  size_t offset_of(const std::string& name, const std::vector<int64_t>& shape, const char* who) const {
+    const ParamId id = find(name);
+    MAMBARL_CHECK(id >= 0, who << ": the model has no parameter '" << name << "'");
+    MAMBARL_CHECK(params_[static_cast<size_t>(id)].shape == shape,
+                  who << ": parameter '" << name << "' does not have the shape its mixer config implies");
+    return params_[static_cast<size_t>(id)].offset;
+  }
   // Returns -1 when absent.
   ParamId find(const std::string& name) const {
     for (size_t i = 0; i < params_.size(); ++i)
