@@ -1,7 +1,9 @@
 #include "kernels/linear.cuh"
 
 #include <cstddef>
+#include <cstdint>
 
+#include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.cuh"
 #include "kernels/launch.cuh"
 
@@ -115,6 +117,74 @@ __global__ void __launch_bounds__(kGemmThreads)
   }
 }
 
+// linear_rows for few rows (M <= kGemvMaxRows), where a 32-row tile is
+// mostly padding and the whole product runs on a handful of blocks: one warp
+// per (output column n, group of MR rows), lanes striding k four at a time
+// with 16-byte loads of the W row (8-byte for bf16) and of each X row, MR
+// partial sums per lane added by a fixed shuffle tree (deterministic, no
+// atomics). out * groups warps, so M = 1 still launches `out` warps. The
+// warps of a block take consecutive n of one row group: the group's X rows are
+// L1 hits after the first warp. Requires in % 4 == 0 and aligned X and W
+// (gemv_ok); Y need not be aligned.
+constexpr int kGemvThreads = 256, kGemvMaxRows = 64, kGemvLanes = 32;
+
+__device__ __forceinline__ float4 load4(const float* p) {
+  return __ldg(reinterpret_cast<const float4*>(p));
+}
+// A bf16 is the top half of the f32 with the same bits: widening is a shift.
+__device__ __forceinline__ float4 load4(const __nv_bfloat16* p) {
+  const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
+  return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xFFFF0000u),
+                     __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xFFFF0000u));
+}
+
+template <int MR, class Wt>
+__global__ void __launch_bounds__(kGemvThreads)
+    linear_rows_gemv_kernel(int M, int in, int out, const float* __restrict__ X,
+                            const Wt* __restrict__ W, float beta, float* __restrict__ Y) {
+  pdl_enter();
+  const size_t warp = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kGemvLanes;
+  const int lane = static_cast<int>(threadIdx.x) % kGemvLanes;
+  const size_t groups = static_cast<size_t>((M + MR - 1) / MR);
+  if (warp >= groups * static_cast<size_t>(out)) return;  // whole warps only: the shuffles below need all 32 lanes
+  const int n = static_cast<int>(warp % static_cast<size_t>(out));
+  const int m0 = static_cast<int>(warp / static_cast<size_t>(out)) * MR;
+  const Wt* wr = W + static_cast<size_t>(n) * in;
+  float acc[MR] = {};
+  for (int k = 4 * lane; k < in; k += 4 * kGemvLanes) {
+    const float4 wv = load4(wr + k);
+#pragma unroll
+    for (int r = 0; r < MR; ++r) {
+      if (m0 + r >= M) continue;
+      const float4 xv = load4(X + static_cast<size_t>(m0 + r) * in + k);
+      acc[r] = fmaf(wv.x, xv.x, acc[r]);
+      acc[r] = fmaf(wv.y, xv.y, acc[r]);
+      acc[r] = fmaf(wv.z, xv.z, acc[r]);
+      acc[r] = fmaf(wv.w, xv.w, acc[r]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < MR; ++r) acc[r] = warp_sum(acc[r]);
+  // Lane r writes row m0 + r: compile-time indices into acc only.
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    if (lane != r || m0 + r >= M) continue;
+    float* y = Y + static_cast<size_t>(m0 + r) * out + n;
+    *y = beta == 0.f ? acc[r] : acc[r] + beta * *y;
+  }
+}
+
+// The row-group size the GEMV path uses for M rows (its MR).
+int gemv_rows(int M) { return M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8; }
+
+// The GEMV path for small M when its vector loads are legal: 4 consecutive k
+// of a row at 16 bytes (X, f32 W) or 8 bytes (bf16 W).
+template <class Wt>
+bool gemv_ok(int M, int in, const float* X, const Wt* W) {
+  const auto aligned = [](const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
+  return M <= kGemvMaxRows && in % 4 == 0 && aligned(X, 16) && aligned(W, 4 * sizeof(Wt));
+}
+
 __global__ void to_bf16_kernel(size_t n, const float* __restrict__ in, __nv_bfloat16* __restrict__ out) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = __float2bfloat16_rn(in[i]);
@@ -147,6 +217,17 @@ void linear_rows(int M, int in, int out, const float* X, const Wt* W, float beta
                  cudaStream_t stream, bool pdl) {
   MAMBARL_CHECK(M > 0 && in > 0 && out > 0,
                 "linear_rows: sizes must be positive (M " << M << ", in " << in << ", out " << out << ")");
+  if (gemv_ok(M, in, X, W)) {
+    const int mr = gemv_rows(M);
+    const size_t warps = static_cast<size_t>(out) * ((M + mr - 1) / mr);
+    const int blocks = static_cast<int>((warps * kGemvLanes + kGemvThreads - 1) / kGemvThreads);
+    const auto kernel = mr == 1   ? linear_rows_gemv_kernel<1, Wt>
+                        : mr == 2 ? linear_rows_gemv_kernel<2, Wt>
+                        : mr == 4 ? linear_rows_gemv_kernel<4, Wt>
+                                  : linear_rows_gemv_kernel<8, Wt>;
+    launch_kernel(pdl, kernel, blocks, kGemvThreads, 0, stream, M, in, out, X, W, beta, Y);
+    return;
+  }
   MAMBARL_CHECK(M <= 65535 * kRowsM, "linear_rows: M " << M << " exceeds the grid's y limit");
   const dim3 grid((out + kColsN - 1) / kColsN, (M + kRowsM - 1) / kRowsM);
   launch_kernel(pdl, linear_rows_kernel<Wt>, grid, kGemmThreads, 0, stream, M, in, out, X, W, beta, Y);
