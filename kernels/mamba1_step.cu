@@ -12,7 +12,12 @@ namespace mambarl::cuda {
 namespace {
 
 constexpr int kPreThreads = 256, kStateThreads = 128, kNegExpThreads = 256;
-constexpr int TB = kMamba1PreEnvs;
+// Below this batch a tile of kMamba1PreEnvs envs leaves most SMs idle (B = 64
+// gave 16 blocks, each running the serial phase chain over 4 envs): one env per
+// block then, W_x and W_dt read per env from L2 instead. 512 envs in tiles of
+// 4 are 128 blocks, about one per SM of an H100/H200.
+constexpr int kPreTiledMinEnvs = 512;
+int pre_envs(int B) { return B >= kPreTiledMinEnvs ? kMamba1PreEnvs : 1; }
 // Chunks of H one state thread loads before its first use: with VW = 4 and
 // d_state 16 the whole row is in flight at once.
 constexpr int kStateChunks = 4;
@@ -21,11 +26,12 @@ __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // Shared memory of the pre kernel: xc (TB, E), [δ B C] (TB, R+2N), r (TB).
-size_t pre_smem_bytes(const Mamba1Dims& d) {
+size_t pre_smem_bytes(const Mamba1Dims& d, int TB) {
   return static_cast<size_t>(TB) * (d.E + d.R + 2 * d.N + 1) * sizeof(float);
 }
 
-template <class Wt>
+// TB envs per block (pre_envs).
+template <class Wt, int TB>
 __global__ void __launch_bounds__(kPreThreads)
     mamba1_pre_kernel(Mamba1Dims d, Mamba1Weights<Wt> w, int B, const float* __restrict__ h,
                       const float* __restrict__ xz, const uint8_t* __restrict__ starts,
@@ -189,11 +195,11 @@ bool vector_ok(const Mamba1Dims& d, const float* a, const float* in, const float
          aligned(act);
 }
 
-template <class Wt>
-void set_pre_smem_limit(size_t bytes) {
-  MAMBARL_CUDA_CHECK(cudaFuncSetAttribute(mamba1_pre_kernel<Wt>,
+template <class Wt, int TB>
+void set_pre_smem_limit(const Mamba1Dims& d) {
+  MAMBARL_CUDA_CHECK(cudaFuncSetAttribute(mamba1_pre_kernel<Wt, TB>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(bytes)));
+                                          static_cast<int>(pre_smem_bytes(d, TB))));
 }
 
 }  // namespace
@@ -210,14 +216,16 @@ void mamba1_step_configure(const Mamba1Dims& d) {
                                                          << ", R " << d.R << ")");
   MAMBARL_CHECK(d.K >= 1 && d.K <= kMamba1MaxConv,
                 "mamba1 step: d_conv must be in [1, " << kMamba1MaxConv << "], got " << d.K);
-  const size_t bytes = pre_smem_bytes(d);
+  const size_t bytes = pre_smem_bytes(d, kMamba1PreEnvs);
   const size_t limit = max_smem_per_block_optin();
   MAMBARL_CHECK(bytes <= limit,
                 "mamba1 step: d_inner " << d.E << " needs " << bytes
                                         << " bytes of shared memory per block, the device has "
                                         << limit);
-  set_pre_smem_limit<float>(bytes);
-  set_pre_smem_limit<__nv_bfloat16>(bytes);
+  set_pre_smem_limit<float, kMamba1PreEnvs>(d);
+  set_pre_smem_limit<float, 1>(d);
+  set_pre_smem_limit<__nv_bfloat16, kMamba1PreEnvs>(d);
+  set_pre_smem_limit<__nv_bfloat16, 1>(d);
 }
 
 template <class Wt>
@@ -225,8 +233,10 @@ void mamba1_pre(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const fl
                 const float* xz, const uint8_t* starts, const float* state_in, float* state_out,
                 size_t stride, float* act, cudaStream_t stream, bool pdl) {
   MAMBARL_CHECK(B > 0, "mamba1 step: batch must be positive, got " << B);
-  launch_kernel(pdl, mamba1_pre_kernel<Wt>, (B + TB - 1) / TB, kPreThreads, pre_smem_bytes(d), stream,
-                d, w, B, h, xz, starts, state_in, state_out, stride, act);
+  const int tb = pre_envs(B);
+  launch_kernel(pdl, tb == 1 ? mamba1_pre_kernel<Wt, 1> : mamba1_pre_kernel<Wt, kMamba1PreEnvs>,
+                (B + tb - 1) / tb, kPreThreads, pre_smem_bytes(d, tb), stream, d, w, B, h, xz, starts,
+                state_in, state_out, stride, act);
 }
 
 template <class Wt>

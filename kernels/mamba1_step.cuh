@@ -1,8 +1,10 @@
 // Mamba-1 mixer, T=1 step on the GPU: everything between in_proj and
 // out_proj of one layer (MATH.md "Mamba-1 mixer"; CPU twin: policy/mamba1.cpp),
 // as two kernels shaped by what each phase reads:
-//   pre    a tile of kMamba1PreEnvs envs per block, so the small matrices
-//          W_x and W_dt are read from L2 once per tile, not once per env:
+//   pre    a tile of kMamba1PreEnvs envs per block at large batches (one
+//          env per block below 512 envs, where tiles would leave SMs idle),
+//          so the small matrices W_x and W_dt are read from L2 once per
+//          tile, not once per env:
 //          r = 1/rms(h)  ->  x, z = r · xz'  (the layer's RMSNorm weight is
 //          folded into in_proj, see kernels/linear.cuh)  ->  causal conv over
 //          the carried window + silu  ->  [δ B C] = W_x xc  ->
