@@ -11,10 +11,10 @@
 //          Δ = softplus(W_dt δ + b_dt); it also shifts the conv window (a
 //          small part of the state) and writes per env the row act =
 //          [xc | Δ | silu(z) | B | C] (a few KB);
-//   state  the bandwidth part, one thread per (env, channel e) streaming
-//          H[e, 0..N) through registers: H = exp(Δ A) H + (Δ xc) B,
-//          y = H C + D xc summed in-thread (no cross-thread reduction),
-//          gated = y silu(z).
+//   state  the bandwidth part, 4 lanes per (env, channel e) streaming
+//          H[e, 0..N) through registers with coalesced 16-byte accesses:
+//          H = exp(Δ A) H + (Δ xc) B, y = H C + D xc (the lanes' partial
+//          sums added by a fixed shuffle tree), gated = y silu(z).
 // The state slice (H (E×N) then the window (d_conv-1)×E, oldest first) is
 // read once and written once, each element by one thread; an episode start
 // reads zeros instead.
