@@ -161,7 +161,8 @@ __global__ void __launch_bounds__(kGemvThreads)
   const size_t warp = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kGemvLanes;
   const int lane = static_cast<int>(threadIdx.x) % kGemvLanes;
   const size_t groups = static_cast<size_t>((M + MR - 1) / MR);
-  if (warp >= groups * static_cast<size_t>(out)) return;  // whole warps only: the shuffles below need all 32 lanes
+  // Whole warps only leave here: the shuffles below need all 32 lanes.
+  if (warp >= groups * static_cast<size_t>(out)) return;
   const int n = static_cast<int>(warp % static_cast<size_t>(out));
   const int m0 = static_cast<int>(warp / static_cast<size_t>(out)) * MR;
   const Wt* wr = W + static_cast<size_t>(n) * in;
