@@ -1,7 +1,9 @@
 #include "kernels/linear.cuh"
 
 #include <cstddef>
+#include <cstdint>
 
+#include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.cuh"
 #include "kernels/launch.cuh"
 
@@ -39,25 +41,34 @@ __global__ void fold_norm_kernel(int rows, int cols, const float* __restrict__ W
 // shared memory. Small output tiles on purpose: at M = 1024, out = 128 this
 // still gives 64 blocks; a deep k tile because the chain of k tiles (each an
 // L2 round trip, half hidden by the prefetch) is what costs at these sizes.
+// Tiles are stored row-major ([row][k]) and read 4 k at a time as 16-byte
+// vectors: 6 shared loads feed 32 FMAs (10 bank wavefronts per warp), where
+// scalar k-major reads needed 24 wavefronts for the same FMAs and made the
+// kernel shared-load bound (10.1 µs for 1024x128 -> 512 on the H200).
 constexpr int kRowsM = 32, kColsN = 64, kTileK = 64, kGemmThreads = 256;
+// Row pitch in floats: 16-byte aligned rows, and +4 floats so the 16 rows a
+// warp's b loads touch start 4 banks apart (two wavefronts for 256 bytes,
+// the minimum).
+constexpr int kTilePitch = kTileK + 4;
 constexpr int kThrRows = kRowsM / 16, kThrCols = kColsN / 16;  // 16 x 16 thread grid
 constexpr int kLoadRowStep = kGemmThreads / kTileK;            // rows one load pass covers
 constexpr int kXLoads = kRowsM / kLoadRowStep, kWLoads = kColsN / kLoadRowStep;
 static_assert(kTileK % 32 == 0 && kGemmThreads % kTileK == 0, "a warp loads one row segment");
+static_assert(kTileK % 4 == 0 && kTilePitch % 4 == 0, "16-byte reads along k");
 
 __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // Thread t loads k = k0 + t % kTileK of rows t / kTileK + kLoadRowStep i:
-// each warp reads one contiguous row segment. Stored k-major ([k][row], rows padded by one) so
-// the transposed stores and the compute reads are both conflict-free.
+// each warp reads one contiguous row segment and stores it as one contiguous
+// shared row segment (conflict-free).
 template <class Wt>
 __global__ void __launch_bounds__(kGemmThreads)
     linear_rows_kernel(int M, int in, int out, const float* __restrict__ X,
                        const Wt* __restrict__ W, float beta, float* __restrict__ Y) {
   pdl_enter();
-  __shared__ float xs[kTileK][kRowsM + 1];
-  __shared__ float ws[kTileK][kColsN + 1];
+  __shared__ __align__(16) float xs[kRowsM][kTilePitch];
+  __shared__ __align__(16) float ws[kColsN][kTilePitch];
   const int tid = static_cast<int>(threadIdx.x);
   const int m0 = static_cast<int>(blockIdx.y) * kRowsM, n0 = static_cast<int>(blockIdx.x) * kColsN;
   const int lk = tid % kTileK, lr = tid / kTileK;  // load position
@@ -82,22 +93,28 @@ __global__ void __launch_bounds__(kGemmThreads)
   fetch(0);
   for (int k0 = 0; k0 < in; k0 += kTileK) {
 #pragma unroll
-    for (int i = 0; i < kXLoads; ++i) xs[lk][lr + kLoadRowStep * i] = xr[i];
+    for (int i = 0; i < kXLoads; ++i) xs[lr + kLoadRowStep * i][lk] = xr[i];
 #pragma unroll
-    for (int i = 0; i < kWLoads; ++i) ws[lk][lr + kLoadRowStep * i] = wr[i];
+    for (int i = 0; i < kWLoads; ++i) ws[lr + kLoadRowStep * i][lk] = wr[i];
     __syncthreads();
     if (k0 + kTileK < in) fetch(k0 + kTileK);  // next tile's loads fly during this tile's FMAs
-#pragma unroll 8
-    for (int k = 0; k < kTileK; ++k) {
-      float a[kThrRows], b[kThrCols];
+#pragma unroll 2
+    for (int k = 0; k < kTileK; k += 4) {
+      float4 a[kThrRows], b[kThrCols];
 #pragma unroll
-      for (int i = 0; i < kThrRows; ++i) a[i] = xs[k][ty + 16 * i];
+      for (int i = 0; i < kThrRows; ++i) a[i] = *reinterpret_cast<const float4*>(&xs[ty + 16 * i][k]);
 #pragma unroll
-      for (int j = 0; j < kThrCols; ++j) b[j] = ws[k][tx + 16 * j];
+      for (int j = 0; j < kThrCols; ++j) b[j] = *reinterpret_cast<const float4*>(&ws[tx + 16 * j][k]);
+      // k, k+1, k+2, k+3 in order: the same fixed summation order per element.
 #pragma unroll
       for (int i = 0; i < kThrRows; ++i)
 #pragma unroll
-        for (int j = 0; j < kThrCols; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        for (int j = 0; j < kThrCols; ++j) {
+          acc[i][j] = fmaf(a[i].x, b[j].x, acc[i][j]);
+          acc[i][j] = fmaf(a[i].y, b[j].y, acc[i][j]);
+          acc[i][j] = fmaf(a[i].z, b[j].z, acc[i][j]);
+          acc[i][j] = fmaf(a[i].w, b[j].w, acc[i][j]);
+        }
     }
     __syncthreads();
   }
@@ -113,6 +130,75 @@ __global__ void __launch_bounds__(kGemmThreads)
       *y = beta == 0.f ? acc[i][j] : acc[i][j] + beta * *y;
     }
   }
+}
+
+// linear_rows for few rows (M <= kGemvMaxRows), where a 32-row tile is
+// mostly padding and the whole product runs on a handful of blocks: one warp
+// per (output column n, group of MR rows), lanes striding k four at a time
+// with 16-byte loads of the W row (8-byte for bf16) and of each X row, MR
+// partial sums per lane added by a fixed shuffle tree (deterministic, no
+// atomics). out * groups warps, so M = 1 still launches `out` warps. The
+// warps of a block take consecutive n of one row group: the group's X rows are
+// L1 hits after the first warp. Requires in % 4 == 0 and aligned X and W
+// (gemv_ok); Y need not be aligned.
+constexpr int kGemvThreads = 256, kGemvMaxRows = 64, kGemvLanes = 32;
+
+__device__ __forceinline__ float4 load4(const float* p) {
+  return __ldg(reinterpret_cast<const float4*>(p));
+}
+// A bf16 is the top half of the f32 with the same bits: widening is a shift.
+__device__ __forceinline__ float4 load4(const __nv_bfloat16* p) {
+  const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
+  return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xFFFF0000u),
+                     __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xFFFF0000u));
+}
+
+template <int MR, class Wt>
+__global__ void __launch_bounds__(kGemvThreads)
+    linear_rows_gemv_kernel(int M, int in, int out, const float* __restrict__ X,
+                            const Wt* __restrict__ W, float beta, float* __restrict__ Y) {
+  pdl_enter();
+  const size_t warp = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kGemvLanes;
+  const int lane = static_cast<int>(threadIdx.x) % kGemvLanes;
+  const size_t groups = static_cast<size_t>((M + MR - 1) / MR);
+  // Whole warps only leave here: the shuffles below need all 32 lanes.
+  if (warp >= groups * static_cast<size_t>(out)) return;
+  const int n = static_cast<int>(warp % static_cast<size_t>(out));
+  const int m0 = static_cast<int>(warp / static_cast<size_t>(out)) * MR;
+  const Wt* wr = W + static_cast<size_t>(n) * in;
+  float acc[MR] = {};
+  for (int k = 4 * lane; k < in; k += 4 * kGemvLanes) {
+    const float4 wv = load4(wr + k);
+#pragma unroll
+    for (int r = 0; r < MR; ++r) {
+      if (m0 + r >= M) continue;
+      const float4 xv = load4(X + static_cast<size_t>(m0 + r) * in + k);
+      acc[r] = fmaf(wv.x, xv.x, acc[r]);
+      acc[r] = fmaf(wv.y, xv.y, acc[r]);
+      acc[r] = fmaf(wv.z, xv.z, acc[r]);
+      acc[r] = fmaf(wv.w, xv.w, acc[r]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < MR; ++r) acc[r] = warp_sum(acc[r]);
+  // Lane r writes row m0 + r: compile-time indices into acc only.
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    if (lane != r || m0 + r >= M) continue;
+    float* y = Y + static_cast<size_t>(m0 + r) * out + n;
+    *y = beta == 0.f ? acc[r] : acc[r] + beta * *y;
+  }
+}
+
+// The row-group size the GEMV path uses for M rows (its MR).
+int gemv_rows(int M) { return M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8; }
+
+// The GEMV path for small M when its vector loads are legal: 4 consecutive k
+// of a row at 16 bytes (X, f32 W) or 8 bytes (bf16 W).
+template <class Wt>
+bool gemv_ok(int M, int in, const float* X, const Wt* W) {
+  const auto aligned = [](const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
+  return M <= kGemvMaxRows && in % 4 == 0 && aligned(X, 16) && aligned(W, 4 * sizeof(Wt));
 }
 
 __global__ void to_bf16_kernel(size_t n, const float* __restrict__ in, __nv_bfloat16* __restrict__ out) {
@@ -147,6 +233,17 @@ void linear_rows(int M, int in, int out, const float* X, const Wt* W, float beta
                  cudaStream_t stream, bool pdl) {
   MAMBARL_CHECK(M > 0 && in > 0 && out > 0,
                 "linear_rows: sizes must be positive (M " << M << ", in " << in << ", out " << out << ")");
+  if (gemv_ok(M, in, X, W)) {
+    const int mr = gemv_rows(M);
+    const size_t warps = static_cast<size_t>(out) * ((M + mr - 1) / mr);
+    const int blocks = static_cast<int>((warps * kGemvLanes + kGemvThreads - 1) / kGemvThreads);
+    const auto kernel = mr == 1   ? linear_rows_gemv_kernel<1, Wt>
+                        : mr == 2 ? linear_rows_gemv_kernel<2, Wt>
+                        : mr == 4 ? linear_rows_gemv_kernel<4, Wt>
+                                  : linear_rows_gemv_kernel<8, Wt>;
+    launch_kernel(pdl, kernel, blocks, kGemvThreads, 0, stream, M, in, out, X, W, beta, Y);
+    return;
+  }
   MAMBARL_CHECK(M <= 65535 * kRowsM, "linear_rows: M " << M << " exceeds the grid's y limit");
   const dim3 grid((out + kColsN - 1) / kColsN, (M + kRowsM - 1) / kRowsM);
   launch_kernel(pdl, linear_rows_kernel<Wt>, grid, kGemmThreads, 0, stream, M, in, out, X, W, beta, Y);

@@ -11,21 +11,47 @@ namespace mambarl::cuda {
 
 namespace {
 
-constexpr int kPreThreads = 256, kStateThreads = 128, kNegExpThreads = 256;
-constexpr int TB = kMamba1PreEnvs;
-// Chunks of H one state thread loads before its first use: with VW = 4 and
-// d_state 16 the whole row is in flight at once.
-constexpr int kStateChunks = 4;
+// 512 pre threads: two (env, channel) items per thread in the conv and Δ
+// phases of a 4-env tile at d_inner 256. With 256, each thread ran 4 items
+// one after another, each waiting on DRAM (the conv window) or L2 (W_dt),
+// and the pre kernel took 13.3 µs at B = 1024 on the H200. (1024 threads
+// made ptxas spill the 4-env kernel at 32 registers.)
+constexpr int kPreThreads = 512, kStateThreads = 128, kNegExpThreads = 256;
+// Unroll depth of the pre kernel's loops over L2-resident weights and h, so
+// their loads issue together instead of one latency per iteration.
+constexpr int kPreUnroll = 8;
+// Below this batch a tile of kMamba1PreEnvs envs leaves most SMs idle (B = 64
+// gave 16 blocks, each running the serial phase chain over 4 envs): one env per
+// block then, W_x and W_dt read per env from L2 instead. 512 envs in tiles of
+// 4 are 128 blocks, about one per SM of an H100/H200.
+constexpr int kPreTiledMinEnvs = 512;
+int pre_envs(int B) { return B >= kPreTiledMinEnvs ? kMamba1PreEnvs : 1; }
+// State kernel mapping. kStateLanes lanes share a row (env b, channel e) of
+// H: lane q takes chunks q, q + kStateLanes, ... of VW states, so with VW = 4
+// and d_state 16 a row is 64 contiguous bytes and a warp's 16-byte accesses
+// cover 8 consecutive rows, 512 contiguous bytes. Each lane group takes
+// kStateRows rows kStateGroups apart and loads all of them before the first
+// use. One thread per row with its 4 chunks in flight measured 2.4 TB/s on
+// the H200: each warp access touched 32 half-used sectors 64 bytes apart.
+// 2 rows at 64 registers (capped through kStateBlocksPerSm, no spills) give
+// 8 blocks per SM, 32 KB in flight per SM; 4 rows took 113 registers and
+// 4 blocks, the same bytes in flight with half the warps.
+constexpr int kStateLanes = 4, kStateRows = 2, kStateBlocksPerSm = 8;
+constexpr int kStateGroups = kStateThreads / kStateLanes;
+constexpr int kStateBlockRows = kStateGroups * kStateRows;
+static_assert((kStateLanes & (kStateLanes - 1)) == 0 && kStateLanes <= 32,
+              "the y shuffle tree halves a group inside one warp");
 
 __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // Shared memory of the pre kernel: xc (TB, E), [δ B C] (TB, R+2N), r (TB).
-size_t pre_smem_bytes(const Mamba1Dims& d) {
+size_t pre_smem_bytes(const Mamba1Dims& d, int TB) {
   return static_cast<size_t>(TB) * (d.E + d.R + 2 * d.N + 1) * sizeof(float);
 }
 
-template <class Wt>
+// TB envs per block (pre_envs).
+template <class Wt, int TB>
 __global__ void __launch_bounds__(kPreThreads)
     mamba1_pre_kernel(Mamba1Dims d, Mamba1Weights<Wt> w, int B, const float* __restrict__ h,
                       const float* __restrict__ xz, const uint8_t* __restrict__ starts,
@@ -45,6 +71,7 @@ __global__ void __launch_bounds__(kPreThreads)
   for (int t = warp; t < nb; t += nwarps) {
     const float* hb = h + static_cast<size_t>(b0 + t) * d.D;
     float s = 0.f;
+#pragma unroll kPreUnroll
     for (int i = lane; i < d.D; i += 32) s += hb[i] * hb[i];
     s = warp_sum(s);
     if (lane == 0) rs[t] = 1.f / sqrtf(s / static_cast<float>(d.D) + kNormEpsF);
@@ -89,6 +116,7 @@ __global__ void __launch_bounds__(kPreThreads)
   for (int j = warp; j < J; j += nwarps) {
     const Wt* wr = w.x_proj + static_cast<size_t>(j) * E;
     float acc[TB] = {};
+#pragma unroll kPreUnroll
     for (int e = lane; e < E; e += 32) {
       const float wv = to_f32(wr[e]);
 #pragma unroll
@@ -110,6 +138,7 @@ __global__ void __launch_bounds__(kPreThreads)
     const Wt* we = w.dt_w + static_cast<size_t>(e) * R;
     const float* dl = dbc + t * J;
     float v = 0.f;
+#pragma unroll kPreUnroll
     for (int k = 0; k < R; ++k) v += to_f32(we[k]) * dl[k];
     v += __ldg(w.dt_b + e);
     act[static_cast<size_t>(b0 + t) * W + E + e] = fmaxf(v, 0.f) + log1pf(expf(-fabsf(v)));
@@ -121,60 +150,76 @@ __global__ void __launch_bounds__(kPreThreads)
   }
 }
 
-// One thread per (env b, channel e): H[e, :] in kStateChunks chunks of VW
-// states at a time, all loaded before the first is used.
+// kStateRows rows of H per lane group (see kStateLanes); the row's y
+// partials meet in a fixed xor shuffle tree (deterministic).
 template <int VW>
-__global__ void __launch_bounds__(kStateThreads)
+__global__ void __launch_bounds__(kStateThreads, kStateBlocksPerSm)
     mamba1_state_kernel(Mamba1Dims d, const float* __restrict__ a, const float* __restrict__ d_skip,
                         int B, const uint8_t* __restrict__ starts, const float* state_in,
                         float* state_out, size_t stride, const float* __restrict__ act,
                         float* __restrict__ gated) {
   pdl_enter();
   const int E = d.E, N = d.N;
-  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<size_t>(B) * E) return;
-  const int b = static_cast<int>(i / E), e = static_cast<int>(i % E);
-  const bool start = starts[b] != 0;
-  const float* h_in = state_in + static_cast<size_t>(b) * stride + static_cast<size_t>(e) * N;
-  float* h_out = state_out + static_cast<size_t>(b) * stride + static_cast<size_t>(e) * N;
-  const float* ab = act + static_cast<size_t>(b) * d.act_floats();
-  const float* bv = ab + d.b_off();
-  const float* cv = ab + d.c_off();
-  const float* ae = a + static_cast<size_t>(e) * N;
-  const float xc = ab[e], delta = ab[E + e], gate = ab[2 * E + e];
-  const float dx = delta * xc;
-
-  float y = 0.f;
-  for (int n0 = 0; n0 < N; n0 += kStateChunks * VW) {
-    Chunk<VW> old[kStateChunks];
+  const int tid = static_cast<int>(threadIdx.x), q = tid % kStateLanes, g = tid / kStateLanes;
+  const size_t rows = static_cast<size_t>(B) * E;
+  const size_t r0 = static_cast<size_t>(blockIdx.x) * kStateBlockRows + g;
+  // Per row r: i = b * E + e. No early return: the shuffles need every lane
+  // of the warp; a row past the end only skips the memory work (its whole
+  // lane group agrees, so the shuffle tree mixes no invalid partials in).
+  bool valid[kStateRows], start[kStateRows];
+  int b[kStateRows], e[kStateRows];
+  float xc[kStateRows], delta[kStateRows], gate[kStateRows], y[kStateRows];
 #pragma unroll
-    for (int c = 0; c < kStateChunks; ++c) {
-      const int n = n0 + c * VW;
-      if (n < N && !start) {
-        old[c] = load_chunk<VW>(h_in + n);
+  for (int r = 0; r < kStateRows; ++r) {
+    const size_t i = r0 + static_cast<size_t>(r) * kStateGroups;
+    valid[r] = i < rows;
+    b[r] = valid[r] ? static_cast<int>(i / E) : 0;
+    e[r] = valid[r] ? static_cast<int>(i % E) : 0;
+    const float* ab = act + static_cast<size_t>(b[r]) * d.act_floats();
+    start[r] = valid[r] && starts[b[r]] != 0;
+    xc[r] = valid[r] ? ab[e[r]] : 0.f;
+    delta[r] = valid[r] ? ab[E + e[r]] : 0.f;
+    gate[r] = valid[r] ? ab[2 * E + e[r]] : 0.f;
+    y[r] = 0.f;
+  }
+  constexpr int kStep = kStateLanes * VW;  // states between one lane's chunks
+  for (int n = q * VW; n < N; n += kStep) {
+    Chunk<VW> old[kStateRows];
+#pragma unroll
+    for (int r = 0; r < kStateRows; ++r) {
+      if (valid[r] && !start[r]) {
+        old[r] = load_chunk<VW>(state_in + static_cast<size_t>(b[r]) * stride +
+                                static_cast<size_t>(e[r]) * N + n);
       } else {
 #pragma unroll
-        for (int j = 0; j < VW; ++j) old[c].v[j] = 0.f;
+        for (int j = 0; j < VW; ++j) old[r].v[j] = 0.f;
       }
     }
 #pragma unroll
-    for (int c = 0; c < kStateChunks; ++c) {
-      const int n = n0 + c * VW;
-      if (n >= N) continue;
-      const Chunk<VW> av = load_param_chunk<VW>(ae + n);
-      const Chunk<VW> bc = load_param_chunk<VW>(bv + n);
-      const Chunk<VW> cc = load_param_chunk<VW>(cv + n);
+    for (int r = 0; r < kStateRows; ++r) {
+      if (!valid[r]) continue;
+      const float* ab = act + static_cast<size_t>(b[r]) * d.act_floats();
+      const Chunk<VW> av = load_param_chunk<VW>(a + static_cast<size_t>(e[r]) * N + n);
+      const Chunk<VW> bc = load_param_chunk<VW>(ab + d.b_off() + n);
+      const Chunk<VW> cc = load_param_chunk<VW>(ab + d.c_off() + n);
+      const float dx = delta[r] * xc[r];
       Chunk<VW> nv;
 #pragma unroll
       for (int j = 0; j < VW; ++j) {
-        nv.v[j] = expf(delta * av.v[j]) * old[c].v[j] + dx * bc.v[j];
-        y += nv.v[j] * cc.v[j];
+        nv.v[j] = expf(delta[r] * av.v[j]) * old[r].v[j] + dx * bc.v[j];
+        y[r] += nv.v[j] * cc.v[j];
       }
-      store_chunk<VW>(h_out + n, nv);
+      store_chunk<VW>(state_out + static_cast<size_t>(b[r]) * stride + static_cast<size_t>(e[r]) * N + n,
+                      nv);
     }
   }
-  y += __ldg(d_skip + e) * xc;
-  gated[i] = y * gate;
+#pragma unroll
+  for (int r = 0; r < kStateRows; ++r) {
+#pragma unroll
+    for (int o = 1; o < kStateLanes; o <<= 1) y[r] += __shfl_xor_sync(0xffffffffu, y[r], o);
+    if (valid[r] && q == 0)
+      gated[r0 + static_cast<size_t>(r) * kStateGroups] = (y[r] + __ldg(d_skip + e[r]) * xc[r]) * gate[r];
+  }
 }
 
 __global__ void neg_exp_kernel(int n, const float* __restrict__ in, float* __restrict__ out) {
@@ -189,11 +234,11 @@ bool vector_ok(const Mamba1Dims& d, const float* a, const float* in, const float
          aligned(act);
 }
 
-template <class Wt>
-void set_pre_smem_limit(size_t bytes) {
-  MAMBARL_CUDA_CHECK(cudaFuncSetAttribute(mamba1_pre_kernel<Wt>,
+template <class Wt, int TB>
+void set_pre_smem_limit(const Mamba1Dims& d) {
+  MAMBARL_CUDA_CHECK(cudaFuncSetAttribute(mamba1_pre_kernel<Wt, TB>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(bytes)));
+                                          static_cast<int>(pre_smem_bytes(d, TB))));
 }
 
 }  // namespace
@@ -210,14 +255,16 @@ void mamba1_step_configure(const Mamba1Dims& d) {
                                                          << ", R " << d.R << ")");
   MAMBARL_CHECK(d.K >= 1 && d.K <= kMamba1MaxConv,
                 "mamba1 step: d_conv must be in [1, " << kMamba1MaxConv << "], got " << d.K);
-  const size_t bytes = pre_smem_bytes(d);
+  const size_t bytes = pre_smem_bytes(d, kMamba1PreEnvs);
   const size_t limit = max_smem_per_block_optin();
   MAMBARL_CHECK(bytes <= limit,
                 "mamba1 step: d_inner " << d.E << " needs " << bytes
                                         << " bytes of shared memory per block, the device has "
                                         << limit);
-  set_pre_smem_limit<float>(bytes);
-  set_pre_smem_limit<__nv_bfloat16>(bytes);
+  set_pre_smem_limit<float, kMamba1PreEnvs>(d);
+  set_pre_smem_limit<float, 1>(d);
+  set_pre_smem_limit<__nv_bfloat16, kMamba1PreEnvs>(d);
+  set_pre_smem_limit<__nv_bfloat16, 1>(d);
 }
 
 template <class Wt>
@@ -225,8 +272,10 @@ void mamba1_pre(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const fl
                 const float* xz, const uint8_t* starts, const float* state_in, float* state_out,
                 size_t stride, float* act, cudaStream_t stream, bool pdl) {
   MAMBARL_CHECK(B > 0, "mamba1 step: batch must be positive, got " << B);
-  launch_kernel(pdl, mamba1_pre_kernel<Wt>, (B + TB - 1) / TB, kPreThreads, pre_smem_bytes(d), stream,
-                d, w, B, h, xz, starts, state_in, state_out, stride, act);
+  const int tb = pre_envs(B);
+  launch_kernel(pdl, tb == 1 ? mamba1_pre_kernel<Wt, 1> : mamba1_pre_kernel<Wt, kMamba1PreEnvs>,
+                (B + tb - 1) / tb, kPreThreads, pre_smem_bytes(d, tb), stream, d, w, B, h, xz, starts,
+                state_in, state_out, stride, act);
 }
 
 template <class Wt>
@@ -234,8 +283,8 @@ void mamba1_state(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const 
                   const float* state_in, float* state_out, size_t stride, const float* act,
                   float* gated, cudaStream_t stream, bool pdl) {
   MAMBARL_CHECK(B > 0, "mamba1 step: batch must be positive, got " << B);
-  const size_t threads = static_cast<size_t>(B) * d.E;
-  const unsigned blocks = static_cast<unsigned>((threads + kStateThreads - 1) / kStateThreads);
+  const size_t rows = static_cast<size_t>(B) * d.E;
+  const unsigned blocks = static_cast<unsigned>((rows + kStateBlockRows - 1) / kStateBlockRows);
   launch_kernel(pdl,
                 vector_ok(d, w.a, state_in, state_out, act, stride) ? mamba1_state_kernel<4>
                                                                     : mamba1_state_kernel<1>,

@@ -1,18 +1,20 @@
 // Mamba-1 mixer, T=1 step on the GPU: everything between in_proj and
 // out_proj of one layer (MATH.md "Mamba-1 mixer"; CPU twin: policy/mamba1.cpp),
 // as two kernels shaped by what each phase reads:
-//   pre    a tile of kMamba1PreEnvs envs per block, so the small matrices
-//          W_x and W_dt are read from L2 once per tile, not once per env:
+//   pre    a tile of kMamba1PreEnvs envs per block at large batches (one
+//          env per block below 512 envs, where tiles would leave SMs idle),
+//          so the small matrices W_x and W_dt are read from L2 once per
+//          tile, not once per env:
 //          r = 1/rms(h)  ->  x, z = r · xz'  (the layer's RMSNorm weight is
 //          folded into in_proj, see kernels/linear.cuh)  ->  causal conv over
 //          the carried window + silu  ->  [δ B C] = W_x xc  ->
 //          Δ = softplus(W_dt δ + b_dt); it also shifts the conv window (a
 //          small part of the state) and writes per env the row act =
 //          [xc | Δ | silu(z) | B | C] (a few KB);
-//   state  the bandwidth part, one thread per (env, channel e) streaming
-//          H[e, 0..N) through registers: H = exp(Δ A) H + (Δ xc) B,
-//          y = H C + D xc summed in-thread (no cross-thread reduction),
-//          gated = y silu(z).
+//   state  the bandwidth part, 4 lanes per (env, channel e) streaming
+//          H[e, 0..N) through registers with coalesced 16-byte accesses:
+//          H = exp(Δ A) H + (Δ xc) B, y = H C + D xc (the lanes' partial
+//          sums added by a fixed shuffle tree), gated = y silu(z).
 // The state slice (H (E×N) then the window (d_conv-1)×E, oldest first) is
 // read once and written once, each element by one thread; an episode start
 // reads zeros instead.

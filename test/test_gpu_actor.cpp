@@ -158,11 +158,10 @@ BOOST_AUTO_TEST_SUITE(gpu_actor, *utf::precondition(gpu_or_required))
 
 namespace {
 
-// 120 steps with random obs and random episode starts: values, logp, actions
-// (where the draw is not on a CDF boundary), peeked values and (f32) the
-// recurrent state against the f32 CPU actor.
-void check_against_cpu_actor(bool bf16, const Tolerance& tol) {
-  const int B = 37, T = 120;
+// T steps of B envs with random obs and random episode starts: values, logp,
+// actions (where the draw is not on a CDF boundary), peeked values (every 30th
+// step) and (f32) the recurrent state against the f32 CPU actor.
+void check_against_cpu_actor(bool bf16, const Tolerance& tol, int B = 37, int T = 120) {
   for (const Case& c : cases()) {
     BOOST_TEST_CONTEXT("case " << c.name << (bf16 ? " bf16" : " f32")) {
       ActorPair ap(c, 11);
@@ -255,6 +254,15 @@ BOOST_AUTO_TEST_CASE(matches_cpu_actor) {
 BOOST_AUTO_TEST_CASE(bf16_weights_match_cpu_actor) {
   require_gpu();
   check_against_cpu_actor(true, kBf16);
+}
+
+// The kernels pick their shape by batch: B = 37 above runs the GEMV linear
+// path and one env per Mamba-1 pre block; 521 envs (>= 512, not a multiple of
+// the 4-env tile, M > 64) run the tiled linear kernel and 4-env pre tiles.
+BOOST_AUTO_TEST_CASE(large_batch_matches_cpu_actor) {
+  require_gpu();
+  check_against_cpu_actor(false, kF32, 521, 30);
+  check_against_cpu_actor(true, kBf16, 521, 30);
 }
 
 // The graph (plain, and with programmatic dependent launch) replays exactly

@@ -1,6 +1,6 @@
-// linear_rows (kernels/linear.cuh), the actor's own tiled GEMM, against a
-// float64 reference: shapes that are and are not multiples of the tiles,
-// beta 0 (Y poisoned with NaN, so every element must be written and none
+// linear_rows (kernels/linear.cuh), the actor's own GEMM (tiles, or GEMV
+// warps for few rows), against a float64 reference: shapes that are and are
+// not multiples of the tiles, beta 0 (Y poisoned with NaN, so every element must be written and none
 // read) and beta 1 (the residual add), f32 and bf16 weights. Skipped without
 // a CUDA device unless MAMBARL_REQUIRE_GPU=1.
 #define BOOST_TEST_MODULE gpu_linear
@@ -45,7 +45,12 @@ struct Shape {
 };
 
 // One tile, partial tiles on every axis, several k tiles, the actor's shapes.
-const Shape kShapes[] = {{1, 4, 3}, {37, 70, 130}, {33, 32, 64}, {100, 256, 128}, {64, 128, 512}};
+// M <= 64 with in % 4 == 0 takes the GEMV path: every row-group size (1, 2,
+// 4, 8), a partial last group (3, 13, 33 rows) and a k stride of 128 that
+// does not divide in (36, 132); {37, 70, 130} and M > 64 take the tiles.
+const Shape kShapes[] = {{1, 4, 3},     {2, 132, 7},     {3, 36, 20},     {13, 36, 20},
+                         {37, 70, 130}, {33, 32, 64},    {100, 256, 128}, {64, 128, 512},
+                         {1, 128, 512}, {64, 512, 256}};
 
 void check_linear_rows(bool bf16) {
   cudaStream_t s = nullptr;
@@ -91,7 +96,7 @@ void check_linear_rows(bool bf16) {
         MAMBARL_CUDA_CHECK(cudaMemcpy(y.data(), dy.data(), dy.bytes(), cudaMemcpyDeviceToHost));
         Vec<double> got(static_cast<Eigen::Index>(ny));
         for (size_t i = 0; i < ny; ++i) got[static_cast<Eigen::Index>(i)] = y[i];
-        // f32 FMA accumulation of at most 256 products of N(0,1) values
+        // f32 FMA accumulation of at most 512 products of N(0,1) values
         // against an exact float64 sum of the same (rounded) operands:
         // ~sqrt(in) * 2^-24 relative, far under 1e-5; NaN (an unwritten or
         // wrongly read element) fails.
