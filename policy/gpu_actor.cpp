@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/cuda_check.cuh"
+#include "kernels/cuda_handles.cuh"
 #include "kernels/device_buffer.cuh"
 #include "kernels/heads_sample.cuh"
 #include "kernels/linear.cuh"
@@ -24,18 +25,6 @@ namespace mambarl {
 namespace {
 
 size_t align16(size_t n) { return (n + 15) / 16 * 16; }
-
-class Stream {
- public:
-  Stream() { MAMBARL_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
-  ~Stream() { (void)cudaStreamDestroy(s_); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return s_; }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
 
 using bf16 = __nv_bfloat16;
 
@@ -75,7 +64,7 @@ struct GpuActor::Impl {
   Launch mode = Launch::graph;
   std::vector<Rng> initial_rngs;  // (B)
 
-  Stream stream;
+  CudaStream stream;
   DeviceBuffer<float> params, derived, state, peek_state;  // peek_state: at first peek
   DeviceBuffer<bf16> derived_h;                            // bf16 shadows, bf16 actors only
   DeviceBuffer<Rng> rngs;
@@ -113,12 +102,7 @@ struct GpuActor::Impl {
 };
 
 const float* GpuActor::Impl::param(const std::string& name, std::vector<int64_t> shape) const {
-  const ParamLayout& layout = model->layout();
-  const ParamId id = layout.find(name);
-  MAMBARL_CHECK(id >= 0, "GpuActor: the model has no parameter '" << name << "'");
-  MAMBARL_CHECK(layout[id].shape == shape, "GpuActor: parameter '" << name
-                                               << "' does not have the shape its mixer config implies");
-  return params.data() + layout[id].offset;
+  return params.data() + model->layout().offset_of(name, shape, "GpuActor");
 }
 
 void GpuActor::Impl::plan_layers(const PolicyConfig& cfg) {

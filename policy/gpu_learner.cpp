@@ -9,6 +9,7 @@
 
 #include "kernels/adamw.cuh"
 #include "kernels/cuda_check.cuh"
+#include "kernels/cuda_handles.cuh"
 #include "kernels/device_buffer.cuh"
 #include "kernels/linear.cuh"
 #include "kernels/ppo_loss.cuh"
@@ -40,30 +41,6 @@ struct DeviceScalars {
   float step_scalars[4];  // AdamW's per-step scratch (kernels/adamw.cuh)
 };
 
-class Stream {
- public:
-  Stream() { MAMBARL_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
-  ~Stream() { (void)cudaStreamDestroy(s_); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return s_; }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
-
-class Cublas {
- public:
-  Cublas() { MAMBARL_CUBLAS_CHECK(cublasCreate(&h_)); }
-  ~Cublas() { (void)cublasDestroy(h_); }
-  Cublas(const Cublas&) = delete;
-  Cublas& operator=(const Cublas&) = delete;
-  cublasHandle_t get() const { return h_; }
-
- private:
-  cublasHandle_t h_ = nullptr;
-};
-
 // Byte offsets of the chunk's arrays in the pinned staging buffer and its
 // device twin (same layout, one H2D copy).
 struct Staging {
@@ -84,8 +61,8 @@ struct GpuLearner::Impl {
   int T = 0, B = 0, M = 0;  // the prepared chunk shape, M = T*B
   bool warmed_up = false;   // one eager update of this shape ran (lazy loading, cuBLAS setup)
 
-  Stream stream;
-  Cublas cublas;
+  CudaStream stream;
+  CublasHandle cublas;
   DeviceBuffer<uint8_t> cublas_ws{kCublasWorkspaceBytes};
   DeviceBuffer<float> params, grads, exp_avg, exp_avg_sq, decay;  // (P) each
   DeviceBuffer<DeviceScalars> scalars{1};
