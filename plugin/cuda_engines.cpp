@@ -115,7 +115,8 @@ std::string cuda_unavailable_reason() {
 }
 
 std::unique_ptr<LearnerRole> make_gpu_learner(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head,
-                                              const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed) {
+                                              const PpoLossConfig& loss, const AdamWConfig& adam,
+                                              uint64_t seed) {
   return std::make_unique<GpuLearnerRole>(cfg, obs_dim, head, loss, adam, seed);
 }
 

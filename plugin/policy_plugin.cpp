@@ -82,7 +82,8 @@ struct PolicyType {
   bool cuda_engines;  // has CUDA engines (GpuActor and GpuLearner run mamba1 and mamba3 mixers)
 };
 constexpr PolicyType kTypes[] = {
-    {"mamba1", "Mamba-1 selective state-space mixer (CPU Eigen; GPU actor and learner with device cuda)", true},
+    {"mamba1", "Mamba-1 selective state-space mixer (CPU Eigen; GPU actor and learner with device cuda)",
+     true},
     {"mamba3", "Mamba-3 SISO mixer (CPU Eigen; GPU actor and learner with device cuda)", true},
     {"gru", "GRU baseline mixer (CPU, Eigen)", false},
     {"mlp", "MLP baseline mixer, no memory (CPU, Eigen)", false},

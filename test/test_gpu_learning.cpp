@@ -4,10 +4,9 @@
 // MAMBARL_REQUIRE_GPU=1.
 #define BOOST_TEST_MODULE gpu_learning
 #include <boost/test/unit_test.hpp>
-
 #include <filesystem>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "test/gpu_test_util.hpp"
 #include "test/train_util.hpp"
@@ -27,16 +26,19 @@ void check_learns_on_cuda(const std::string& config, double bar) {
   const auto dir = out_dir("cuda_" + config);
   std::string log;
   const TrainSummary s = train(config, dir, {"runtime.device=cuda"}, false, &log);
-  BOOST_TEST_MESSAGE(config << " on cuda: mean return " << s.mean_return << " after " << s.env_steps << " steps, "
-                            << s.wall_s << " s");
+  BOOST_TEST_MESSAGE(config << " on cuda: mean return " << s.mean_return << " after " << s.env_steps
+                            << " steps, " << s.wall_s << " s");
   BOOST_TEST(log.find(", device cuda (actors and learner), dtype float32,") != std::string::npos);
-  BOOST_CHECK_MESSAGE(s.mean_return >= bar, config << " on cuda: mean return " << s.mean_return << " < " << bar);
+  BOOST_CHECK_MESSAGE(s.mean_return >= bar,
+                      config << " on cuda: mean return " << s.mean_return << " < " << bar);
   std::filesystem::remove_all(dir);
 }
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(cartpole_mamba1_on_cuda_solves_cartpole) { check_learns_on_cuda("cartpole_mamba1", 475.0); }
+BOOST_AUTO_TEST_CASE(cartpole_mamba1_on_cuda_solves_cartpole) {
+  check_learns_on_cuda("cartpole_mamba1", 475.0);
+}
 
 // The memory task: velocities hidden, so the recurrent state must carry them.
 BOOST_AUTO_TEST_CASE(stateless_cartpole_mamba1_on_cuda_learns) {

@@ -392,8 +392,9 @@ BOOST_AUTO_TEST_CASE(sync_training_on_cuda_checkpoints_and_resumes) {
       BOOST_TEST(s3.env_steps == s.env_steps);
 
       const auto from_cpu = out_dir("cpu_to_cuda");
-      train(config, from_cpu, {"algo.total_env_steps=8192", "runtime.checkpoint_every=0", "runtime.device=cpu",
-                               "runtime.stop_after_updates=6"});
+      train(config, from_cpu,
+            {"algo.total_env_steps=8192", "runtime.checkpoint_every=0", "runtime.device=cpu",
+             "runtime.stop_after_updates=6"});
       const TrainSummary s4 = train(config, from_cpu, budget, /*resume=*/true, &log);
       BOOST_TEST(log.find(", device cuda (actors and learner),") != std::string::npos);
       BOOST_TEST(s4.env_steps == s.env_steps);
@@ -414,7 +415,8 @@ BOOST_AUTO_TEST_CASE(async_training_on_cuda_completes) {
                                 "runtime.num_actors=2", "algo.minibatches=2"},
                                false, &log);
   BOOST_TEST_MESSAGE(log);
-  BOOST_TEST(log.find("2 actor threads, device cuda (actors and learner), dtype float32,") != std::string::npos);
+  BOOST_TEST(log.find("2 actor threads, device cuda (actors and learner), dtype float32,") !=
+             std::string::npos);
   BOOST_TEST(s.env_steps >= 16384);
   BOOST_TEST(s.episodes > 0);
   BOOST_TEST(std::isfinite(s.mean_return));

@@ -179,8 +179,8 @@ std::vector<Progress> read_progress(const std::filesystem::path& csv) {
 // steady state: env steps per second between the end of update `warmup` and
 // the last one, which leaves out start-up (plugin load, model init, graph
 // captures, the first update's lazy CUDA setup).
-std::string bench_e2e(const std::string& env, const std::string& type, int num_envs, const std::string& device,
-                      int updates, int warmup) {
+std::string bench_e2e(const std::string& env, const std::string& type, int num_envs,
+                      const std::string& device, int updates, int warmup) {
   MAMBARL_CHECK(updates > warmup && warmup >= 1,
                 "bench e2e: need more updates (" << updates << ") than warm-up updates (" << warmup << ")");
   const auto dir = std::filesystem::temp_directory_path() /
@@ -189,16 +189,17 @@ std::string bench_e2e(const std::string& env, const std::string& type, int num_e
   std::ostringstream y;
   y << "env: {type: " << env << ", num_envs: " << num_envs << "}\n"
     << "policy: {type: " << type << ", d_model: 64, n_layers: 2}\n"
-    << "algo: {total_env_steps: " << static_cast<long long>(updates) * num_envs * kChunk << ", chunk_len: " << kChunk
-    << ", epochs: 1, minibatches: 1}\n"
+    << "algo: {total_env_steps: " << static_cast<long long>(updates) * num_envs * kChunk
+    << ", chunk_len: " << kChunk << ", epochs: 1, minibatches: 1}\n"
     << "runtime: {out_dir: " << dir.string() << ", device: " << device
     << ", log_every: 1000000, checkpoint_every: 0, metrics_format: csv}\n";
   const Experiment exp = parse_experiment(y.str(), "<bench e2e>", {});
   std::ostringstream sink;
   const TrainSummary s = run_training(exp, TrainOptions{}, sink);
   // A cuda run without a usable GPU falls back to the CPU: not what was asked to be measured.
-  MAMBARL_CHECK(device != "cuda" || sink.str().find(", device cuda (actors and learner),") != std::string::npos,
-                "bench e2e --device cuda: the run did not train on the GPU:\n" << sink.str());
+  const bool on_gpu = sink.str().find(", device cuda (actors and learner),") != std::string::npos;
+  MAMBARL_CHECK(device != "cuda" || on_gpu, "bench e2e --device cuda: the run did not train on the GPU:\n"
+                                                << sink.str());
   const std::vector<Progress> rows = read_progress(dir / "metrics.csv");
   std::filesystem::remove_all(dir);
   MAMBARL_CHECK(static_cast<int>(rows.size()) > warmup,

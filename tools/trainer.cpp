@@ -445,8 +445,8 @@ TrainSummary Run::go() {
        << spec_.id << ": " << num_envs_ << " envs, " << session_->info.num_params << " params, "
        << (rt_.sync ? "sync" : std::to_string(K_) + " actor threads") << ", device " << session_->device
        // The plugin runs both roles on the device it was given (plugin/engine_roles.hpp).
-       << (session_->device == "cuda" ? " (actors and learner)" : "") << ", dtype " << rt_.dtype << ", plugin "
-       << session_->plugin_path << std::endl;
+       << (session_->device == "cuda" ? " (actors and learner)" : "") << ", dtype " << rt_.dtype
+       << ", plugin " << session_->plugin_path << std::endl;
   if (rt_.sync) run_sync();
   else run_async();
   save_checkpoint();
