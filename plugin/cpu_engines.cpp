@@ -67,9 +67,10 @@ class CpuLearnerRole final : public LearnerRole {
 
 std::unique_ptr<LearnerRole> make_learner(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head,
                                           const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed,
-                                          const EngineChoice& /*engine*/) {
-  // The learner stays on the CPU on either device (the GPU learner is not part of this
-  // plugin yet); with device cuda only the actors move.
+                                          const EngineChoice& engine) {
+  // Both roles run on engine.device. The learner keeps float32 master weights
+  // on either device: runtime.dtype is the GPU actor's format only.
+  if (engine.device == Device::cuda) return make_gpu_learner(cfg, obs_dim, head, loss, adam, seed);
   return std::make_unique<CpuLearnerRole>(cfg, obs_dim, head, loss, adam, seed);
 }
 

@@ -1,5 +1,5 @@
 // The CUDA engines behind the plugin's roles (CUDA builds only): the GPU
-// actor, and the check that a GPU is usable at all.
+// actor, the GPU learner, and the check that a GPU is usable at all.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 
 #include "plugin/engine_roles.hpp"
 #include "policy/gpu_actor.hpp"
+#include "policy/gpu_learner.hpp"
 
 namespace mambarl {
 
@@ -41,6 +42,45 @@ class GpuActorRole final : public ActorRole {
   GpuActor a_;
 };
 
+// The PPO update as replays of GpuLearner's captured graph: every minibatch
+// of every epoch is one replay, since the runner's minibatch shape (T, B /
+// minibatches) is fixed for a run. A chunk of another shape re-prepares
+// (re-allocates and re-captures) rather than being refused, so a caller
+// that varies the shape still trains, only slower.
+class GpuLearnerRole final : public LearnerRole {
+ public:
+  GpuLearnerRole(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
+                 const AdamWConfig& adam, uint64_t seed)
+      : l_(cfg, obs_dim, head, loss, adam, seed) {}
+
+  std::shared_ptr<const ActorCritic<float>> shared_model() const override { return l_.shared_model(); }
+  TrainResult train_step(const ChunkView& chunk, double lr) override {
+    if (chunk.T != T_ || chunk.B != B_) {
+      l_.prepare(chunk.T, chunk.B);
+      T_ = chunk.T;
+      B_ = chunk.B;
+    }
+    return l_.train_step(chunk, lr);
+  }
+  size_t num_params() const override { return l_.model().layout().size(); }
+  // Weights go through the host (the actor role's interface is host memory),
+  // once per update; GpuLearner::device_params() would allow a device copy.
+  void get_weights(float* w) const override {
+    const std::vector<float> p = l_.params();  // (num_params)
+    std::copy(p.begin(), p.end(), w);
+  }
+  void set_weights(const float* w) override { l_.set_params(w, num_params()); }
+  void save(const std::string& path, const std::map<std::string, std::string>& metadata,
+            const std::vector<TensorRecord>& extra) const override {
+    l_.save(path, metadata, extra);
+  }
+  SafetensorsFile load(const std::string& path) override { return l_.load(path); }
+
+ private:
+  GpuLearner l_;
+  int T_ = 0, B_ = 0;  // the chunk shape l_ is prepared for (0: none yet)
+};
+
 }  // namespace
 
 std::string cuda_unavailable_reason() {
@@ -72,6 +112,12 @@ std::string cuda_unavailable_reason() {
            ", older than every architecture this build's kernels are compiled for (sm_" +
            std::to_string(kMinArch) + " and newer; see CMAKE_CUDA_ARCHITECTURES)";
   return "";
+}
+
+std::unique_ptr<LearnerRole> make_gpu_learner(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head,
+                                              const PpoLossConfig& loss, const AdamWConfig& adam,
+                                              uint64_t seed) {
+  return std::make_unique<GpuLearnerRole>(cfg, obs_dim, head, loss, adam, seed);
 }
 
 std::unique_ptr<ActorRole> make_gpu_actor(std::shared_ptr<const ActorCritic<float>> model,

@@ -3,8 +3,8 @@
 // (parameters, optimizer, checkpoints) and ActorRoles (one recurrent state
 // slot per env). policy_plugin.cpp talks only to these, so an engine on
 // another device is one more implementation, not a rewrite of the ABI glue:
-// today the actor runs on the CPU (CpuActor) or the GPU (GpuActor) and the
-// learner on the CPU (CpuLearner); a GPU learner is another LearnerRole.
+// the actor runs on the CPU (CpuActor) or the GPU (GpuActor), the learner
+// on the CPU (CpuLearner) or the GPU (GpuLearner), both on engine.device.
 //
 // Weights cross between the roles as host float32 buffers in the model's
 // flat layout (policy/param_layout.hpp), whatever the engines keep inside.
@@ -78,6 +78,10 @@ std::unique_ptr<ActorRole> make_actor(const LearnerRole& learner, const PolicyCo
 // Why this build cannot run an engine on a GPU of this machine ("" when it
 // can). Never throws or crashes, also with the toolkit but no driver.
 std::string cuda_unavailable_reason();
+
+std::unique_ptr<LearnerRole> make_gpu_learner(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head,
+                                              const PpoLossConfig& loss, const AdamWConfig& adam,
+                                              uint64_t seed);
 
 std::unique_ptr<ActorRole> make_gpu_actor(std::shared_ptr<const ActorCritic<float>> model,
                                           const PolicyConfig& cfg, int num_envs, uint64_t seed,

@@ -10,6 +10,11 @@ constexpr const char* kNoCuda = "this build of mambarl_policies has no CUDA engi
 
 std::string cuda_unavailable_reason() { return kNoCuda; }
 
+std::unique_ptr<LearnerRole> make_gpu_learner(const PolicyConfig&, int, const HeadSpec&, const PpoLossConfig&,
+                                              const AdamWConfig&, uint64_t) {
+  MAMBARL_FAIL(kNoCuda);
+}
+
 std::unique_ptr<ActorRole> make_gpu_actor(std::shared_ptr<const ActorCritic<float>>, const PolicyConfig&, int,
                                           uint64_t, bool) {
   MAMBARL_FAIL(kNoCuda);

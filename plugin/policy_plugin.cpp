@@ -2,8 +2,8 @@
 // mamba1, mamba3, gru and mlp, behind the C ABI of plugin/mambarl_plugin.h.
 // One vtable serves all four; the factory's name is the policy type its
 // config must declare. The engines sit behind the roles of
-// plugin/engine_roles.hpp: the learner on the CPU, the actors on the CPU or,
-// for mamba1/mamba3 with device "cuda", on the GPU. Every entry point
+// plugin/engine_roles.hpp: the learner and the actors on the CPU or, for
+// mamba1/mamba3 with device "cuda", both on the GPU. Every entry point
 // validates its views (dtype, device, shape) and turns any exception into
 // MAMBARL_ERROR plus a last_error() text: nothing unwinds into the host. An
 // actor may run on another thread than its policy: it holds its own copy of
@@ -33,7 +33,7 @@ struct mambarl_policy {
   std::string resolved;  // YAML of the policy section, defaults filled
   mambarl_env_info env{};
   mambarl::PolicyConfig cfg;
-  mambarl::EngineChoice engine;  // where the actors (and one day the learner) run
+  mambarl::EngineChoice engine;  // where the learner and the actors run
   std::unique_ptr<mambarl::LearnerRole> learner;
   std::string last_error;
 };
@@ -79,11 +79,12 @@ void write_text(char* buf, size_t len, const std::string& s) {
 struct PolicyType {
   const char* name;
   const char* description;
-  bool gpu_actor;  // has a CUDA engine (GpuActor runs mamba1 and mamba3 mixers)
+  bool cuda_engines;  // has CUDA engines (GpuActor and GpuLearner run mamba1 and mamba3 mixers)
 };
 constexpr PolicyType kTypes[] = {
-    {"mamba1", "Mamba-1 selective state-space mixer (CPU Eigen; GPU actor with device cuda)", true},
-    {"mamba3", "Mamba-3 SISO mixer (CPU Eigen; GPU actor with device cuda)", true},
+    {"mamba1", "Mamba-1 selective state-space mixer (CPU Eigen; GPU actor and learner with device cuda)",
+     true},
+    {"mamba3", "Mamba-3 SISO mixer (CPU Eigen; GPU actor and learner with device cuda)", true},
     {"gru", "GRU baseline mixer (CPU, Eigen)", false},
     {"mlp", "MLP baseline mixer, no memory (CPU, Eigen)", false},
 };
@@ -92,7 +93,7 @@ constexpr size_t kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
 std::string gpu_types() {
   std::string s;
   for (const auto& t : kTypes)
-    if (t.gpu_actor) s += (s.empty() ? "" : ", ") + std::string(t.name);
+    if (t.cuda_engines) s += (s.empty() ? "" : ", ") + std::string(t.name);
   return s;
 }
 
@@ -104,7 +105,7 @@ mambarl_status device_support(const PolicyType& type, const std::string& device,
     why = "unknown device '" + device + "' (known: cpu, cuda)";
     return MAMBARL_UNSUPPORTED;
   }
-  if (!type.gpu_actor) {
+  if (!type.cuda_engines) {
     why = std::string("policy type '") + type.name + "' has no CUDA engine (" + gpu_types() + " have one)";
     return MAMBARL_UNSUPPORTED;
   }

@@ -1,10 +1,12 @@
-// The GPU actor behind the plugin ABI and in the runner (label gpu). Through
-// the C ABI (plugin/plugin_host.hpp), a policy created with device "cuda"
-// gives actors that match the CPU actors of the same policy over 120 steps
-// with random episode starts, and whose state and Rng bytes cross between
-// the devices; `mambarl train` with runtime.device: cuda completes, writes a
-// checkpoint, and resumes from it bit-exactly in sync mode (and on the CPU);
-// async mode runs its actor threads on GPU actors.
+// The GPU actor and learner behind the plugin ABI and in the runner (label
+// gpu). Through the C ABI (plugin/plugin_host.hpp), a policy created with
+// device "cuda" gives actors that match the CPU actors of the same policy
+// over 120 steps with random episode starts, and whose state and Rng bytes
+// cross between the devices; its train_step (the GpuLearner) matches the CPU
+// learner's on the same chunk and skips a non-finite update as it does;
+// `mambarl train` with runtime.device: cuda completes, writes a checkpoint,
+// and resumes from it bit-exactly in sync mode (and on the CPU, and a CPU
+// checkpoint on the GPU); async mode runs its actor threads on GPU actors.
 // Without a CUDA device every case is skipped, unless MAMBARL_REQUIRE_GPU=1.
 #define BOOST_TEST_MODULE gpu_plugin
 #include <boost/test/unit_test.hpp>
@@ -21,6 +23,7 @@
 
 #include "kernels/rng.hpp"
 #include "plugin/plugin_host.hpp"
+#include "plugin/tensor_view.hpp"
 #include "tools/policy_session.hpp"
 #include "test/gpu_test_util.hpp"
 #include "test/test_util.hpp"
@@ -71,7 +74,9 @@ std::unique_ptr<PolicyHandle> make_policy(const Case& c, const std::string& devi
   a.config_text = text.c_str();
   a.config_file = "test_gpu_plugin.yaml";
   a.env = mambarl_env_info{kObs, c.discrete ? 1 : 0, c.action_dim};
-  a.learner = mambarl_learner_config{0.2, 0.5, 0.01, 1, 0.9, 0.999, 1e-8, 0.0, 0.5};
+  // Not the defaults (clip 0.2, vf 0.5, ent 0.01, no weight decay): the
+  // learner parity check below sees every knob reach both engines.
+  a.learner = mambarl_learner_config{0.15, 0.7, 0.03, 1, 0.85, 0.99, 1e-7, 0.01, 0.1};
   a.seed = seed;
   a.device = device.c_str();
   a.dtype = dtype.c_str();
@@ -201,6 +206,107 @@ void check_cuda_matches_cpu(const Case& c, const std::string& dtype, const Toler
     }
 }
 
+// One [T, B] chunk for `p`: random observations, valid actions (integers in
+// [0, A) or Gaussian draws), old logp near the policy's, resets at t = 0 and
+// inside, and a non-zero initial state.
+struct ChunkData {
+  int T, B;
+  std::vector<float> obs, actions, logp, adv, ret, init;  // (T,B,O) (T,B,W) (T,B)x3 (B,S)
+  std::vector<uint8_t> starts;                            // (T,B)
+  int64_t W, S;
+  ChunkData(const Case& c, const PolicyHandle& p, int T_, int B_, uint64_t seed)
+      : T(T_), B(B_), W(p.info().act_width), S(p.info().state_size) {
+    Rng rng(seed, 0);
+    const size_t n = static_cast<size_t>(T) * B;
+    for (size_t i = 0; i < n * kObs; ++i) obs.push_back(static_cast<float>(rng.normal()));
+    for (size_t i = 0; i < n * static_cast<size_t>(W); ++i)
+      actions.push_back(c.discrete ? static_cast<float>(rng.below(static_cast<uint64_t>(c.action_dim)))
+                                   : static_cast<float>(rng.normal()));
+    const double logp0 = c.discrete ? -std::log(c.action_dim) : -1.4 * static_cast<double>(W);
+    for (size_t i = 0; i < n; ++i) {
+      logp.push_back(static_cast<float>(logp0 + 0.3 * rng.normal()));
+      adv.push_back(static_cast<float>(rng.normal()));
+      ret.push_back(static_cast<float>(rng.normal()));
+      starts.push_back(i < static_cast<size_t>(B) || rng.uniform() < 0.1 ? 1 : 0);
+    }
+    for (int64_t i = 0; i < B * S; ++i) init.push_back(static_cast<float>(0.3 * rng.normal()));
+  }
+  mambarl_chunk view() {
+    mambarl_chunk c{};
+    c.obs = view_f32(obs.data(), {T, B, kObs});
+    c.actions = view_f32(actions.data(), {T, B, W});
+    c.old_logp = view_f32(logp.data(), {T, B});
+    c.advantages = view_f32(adv.data(), {T, B});
+    c.returns = view_f32(ret.data(), {T, B});
+    c.episode_start = view_u8(starts.data(), {T, B});
+    c.initial_state = view_f32(init.data(), {B, S});
+    return c;
+  }
+};
+
+// DESIGN.md's f32 bound on the loss terms (means over tokens: an absolute
+// floor for terms near zero).
+void check_metric(const std::string& what, double gpu, double cpu, double abs_floor) {
+  BOOST_CHECK_MESSAGE(std::abs(gpu - cpu) <= 1e-4 * std::abs(cpu) + abs_floor,
+                      what << ": cuda " << gpu << " vs cpu " << cpu);
+}
+
+// A CPU and a CUDA policy of the same seed and (perturbed) weights each run
+// two train_steps on the same chunks: metrics and weights after each within
+// f32 tolerance, and a NaN observation is skipped by both for the same reason.
+void check_cuda_learner_matches_cpu(const Case& c) {
+  // lr small enough that one update's f32 rounding difference stays far
+  // below the bound (each weight moves by about lr; one whose gradient is at
+  // rounding level may move by up to 2 lr differently in the two engines).
+  constexpr double kLr = 1e-4;
+  auto cpu = make_policy(c, "cpu", "float32", 11);
+  auto gpu = make_policy(c, "cuda", "float32", 11);
+  std::vector<float> w, w_gpu;
+  cpu->get_weights(w);
+  Rng noise(5, 1);
+  for (auto& x : w) x += static_cast<float>(0.05 * noise.normal());
+  cpu->set_weights(w);
+  gpu->set_weights(w);
+  for (int u = 0; u < 2; ++u) {
+    const std::string tag = std::string(c.name) + " update " + std::to_string(u + 1);
+    ChunkData d(c, *cpu, 16, 8, 40 + static_cast<uint64_t>(u));
+    const TrainMetrics mc = cpu->train_step(d.view(), kLr);
+    const TrainMetrics mg = gpu->train_step(d.view(), kLr);
+    BOOST_REQUIRE_MESSAGE(!mc.skipped && !mg.skipped, tag << ": skipped");
+    check_metric(tag + " loss", mg.loss, mc.loss, 1e-6);
+    check_metric(tag + " pg_loss", mg.pg_loss, mc.pg_loss, 1e-6);
+    check_metric(tag + " v_loss", mg.v_loss, mc.v_loss, 1e-6);
+    check_metric(tag + " entropy", mg.entropy, mc.entropy, 1e-6);
+    check_metric(tag + " approx_kl", mg.approx_kl, mc.approx_kl, 1e-6);
+    // A token at the clip boundary within rounding may count on one side only.
+    check_metric(tag + " clip_frac", mg.clip_frac, mc.clip_frac, 1.01 / (d.T * d.B));
+    check_metric(tag + " grad_norm", mg.grad_norm, mc.grad_norm, 0);
+    BOOST_CHECK_MESSAGE(mc.grad_norm > 0.1, tag << ": max_grad_norm's clip was not exercised");
+    std::vector<float> wc, wg;
+    cpu->get_weights(wc);
+    gpu->get_weights(wg);
+    MAMBARL_CHECK_CLOSE_REL(tag + " weights", vec(wg), vec(wc), 1e-4, 1e-3, 2.5 * kLr);
+    // The CUDA policy's update ran on the GPU learner: its reductions run in
+    // another order than the CPU's, so some bit of the result differs.
+    BOOST_CHECK_MESSAGE(wg != wc || mg.grad_norm != mc.grad_norm || mg.loss != mc.loss,
+                        tag << ": bit-identical to the CPU learner, so the CPU learner ran");
+  }
+  // algo.on_nonfinite: the update is refused before it touches the weights,
+  // with the reason the CPU gives (it names the quantity or tensor).
+  ChunkData bad(c, *cpu, 16, 8, 50);
+  bad.obs[7] = NAN;
+  std::vector<float> before, after;
+  gpu->get_weights(before);
+  BOOST_TEST(cpu->train_step(bad.view(), kLr).skipped);
+  BOOST_TEST(gpu->train_step(bad.view(), kLr).skipped);
+  // The same reason, up to the printed NaN's sign ("nan" or "-nan").
+  for (const auto* p : {cpu.get(), gpu.get()})
+    BOOST_TEST(p->last_skip_reason().rfind("loss is not finite (", 0) == 0, p->last_skip_reason());
+  BOOST_TEST_MESSAGE(c.name << ": skipped with '" << gpu->last_skip_reason() << "'");
+  gpu->get_weights(after);
+  BOOST_CHECK_MESSAGE(before == after, c.name << ": a skipped update changed the weights");
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(gpu_plugin, *utf::precondition(gpu_or_required))
@@ -241,10 +347,18 @@ BOOST_AUTO_TEST_CASE(cuda_actor_matches_cpu_actor_bfloat16) {
     BOOST_TEST_CONTEXT(c.name) { check_cuda_matches_cpu(c, "bfloat16", kBf16); }
 }
 
-// A short sync run on the GPU actor completes and checkpoints; stopped after
-// 6 updates and resumed, it is bit for bit the run that never stopped (the
-// GPU step is deterministic and its state and Rngs round-trip through the
-// checkpoint); the same checkpoint also resumes on the CPU.
+// The learner role of a cuda policy (GpuLearner) against the CPU's, through the ABI.
+BOOST_AUTO_TEST_CASE(cuda_learner_matches_cpu_learner) {
+  require_gpu();
+  for (const Case& c : cases())
+    BOOST_TEST_CONTEXT(c.name) { check_cuda_learner_matches_cpu(c); }
+}
+
+// A short sync run with both roles on the GPU completes and checkpoints;
+// stopped after 6 updates and resumed, it is bit for bit the run that never
+// stopped (the GPU step and update are deterministic and the state, Rngs,
+// weights and moments round-trip through the checkpoint); the same
+// checkpoint also resumes on the CPU, and a CPU run's on the GPU.
 BOOST_AUTO_TEST_CASE(sync_training_on_cuda_checkpoints_and_resumes) {
   require_gpu();
   for (const char* config : {"cartpole_mamba1", "cartpole_mamba3"}) {
@@ -255,7 +369,7 @@ BOOST_AUTO_TEST_CASE(sync_training_on_cuda_checkpoints_and_resumes) {
       std::string log;
       const TrainSummary s = train(config, whole, budget, false, &log);
       BOOST_TEST_MESSAGE(log);
-      BOOST_TEST(log.find(", device cuda, dtype float32,") != std::string::npos);
+      BOOST_TEST(log.find(", device cuda (actors and learner), dtype float32,") != std::string::npos);
       BOOST_TEST(log.find("falling back") == std::string::npos);
       BOOST_TEST(s.env_steps >= 8192);
       BOOST_TEST(fs::exists(s.checkpoint));
@@ -276,7 +390,16 @@ BOOST_AUTO_TEST_CASE(sync_training_on_cuda_checkpoints_and_resumes) {
                                                      "runtime.device=cpu"}, /*resume=*/true, &log);
       BOOST_TEST(log.find(", device cpu,") != std::string::npos);
       BOOST_TEST(s3.env_steps == s.env_steps);
-      for (const auto& d : {whole, split, on_cpu}) fs::remove_all(d);
+
+      const auto from_cpu = out_dir("cpu_to_cuda");
+      train(config, from_cpu,
+            {"algo.total_env_steps=8192", "runtime.checkpoint_every=0", "runtime.device=cpu",
+             "runtime.stop_after_updates=6"});
+      const TrainSummary s4 = train(config, from_cpu, budget, /*resume=*/true, &log);
+      BOOST_TEST(log.find(", device cuda (actors and learner),") != std::string::npos);
+      BOOST_TEST(s4.env_steps == s.env_steps);
+      BOOST_TEST(std::isfinite(s4.mean_return));
+      for (const auto& d : {whole, split, on_cpu, from_cpu}) fs::remove_all(d);
     }
   }
 }
@@ -292,7 +415,8 @@ BOOST_AUTO_TEST_CASE(async_training_on_cuda_completes) {
                                 "runtime.num_actors=2", "algo.minibatches=2"},
                                false, &log);
   BOOST_TEST_MESSAGE(log);
-  BOOST_TEST(log.find("2 actor threads, device cuda, dtype float32,") != std::string::npos);
+  BOOST_TEST(log.find("2 actor threads, device cuda (actors and learner), dtype float32,") !=
+             std::string::npos);
   BOOST_TEST(s.env_steps >= 16384);
   BOOST_TEST(s.episodes > 0);
   BOOST_TEST(std::isfinite(s.mean_return));

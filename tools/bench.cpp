@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -141,23 +143,89 @@ std::string bench_train_cpu(const Shape& s, int reps) {
   return os.str();
 }
 
-// Whole runner (envs + actor + learner) on the CPU, sync mode.
-std::string bench_e2e_cpu(const std::string& env, const std::string& type, int num_envs, long long steps) {
-  const auto dir = std::filesystem::temp_directory_path() / ("mambarl_bench_" + env + "_" + type);
+// One row of a run's metrics.csv: env steps and wall seconds after an update.
+struct Progress {
+  double env_steps = 0, wall_s = 0;
+};
+
+std::vector<Progress> read_progress(const std::filesystem::path& csv) {
+  std::ifstream in(csv);
+  std::string line;
+  MAMBARL_CHECK(std::getline(in, line), "bench e2e: no metrics in " << csv.string());
+  std::vector<std::string> header;
+  {
+    std::istringstream cells(line);
+    for (std::string c; std::getline(cells, c, ',');) header.push_back(c);
+  }
+  const auto col = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    MAMBARL_CHECK(it != header.end(), "bench e2e: " << csv.string() << " has no column '" << name << "'");
+    return static_cast<size_t>(it - header.begin());
+  };
+  const size_t steps_col = col("env_steps"), wall_col = col("wall_s");
+  std::vector<Progress> rows;
+  while (std::getline(in, line)) {
+    std::vector<double> v;
+    std::istringstream cells(line);
+    for (std::string c; std::getline(cells, c, ',');) v.push_back(std::atof(c.c_str()));
+    MAMBARL_CHECK(v.size() == header.size(), "bench e2e: a short row in " << csv.string());
+    rows.push_back({v[steps_col], v[wall_col]});
+  }
+  return rows;
+}
+
+// Whole runner (envs on the CPU, actor and learner on `device`), sync mode,
+// for `updates` updates of chunk_len 32. Besides the whole run's rate, the
+// steady state: env steps per second between the end of update `warmup` and
+// the last one, which leaves out start-up (plugin load, model init, graph
+// captures, the first update's lazy CUDA setup).
+std::string bench_e2e(const std::string& env, const std::string& type, int num_envs,
+                      const std::string& device, int updates, int warmup) {
+  MAMBARL_CHECK(updates > warmup && warmup >= 1,
+                "bench e2e: need more updates (" << updates << ") than warm-up updates (" << warmup << ")");
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("mambarl_bench_" + env + "_" + type + "_" + device + "_" + std::to_string(num_envs));
+  constexpr int kChunk = 32;
   std::ostringstream y;
   y << "env: {type: " << env << ", num_envs: " << num_envs << "}\n"
     << "policy: {type: " << type << ", d_model: 64, n_layers: 2}\n"
-    << "algo: {total_env_steps: " << steps << ", chunk_len: 32, epochs: 1, minibatches: 1}\n"
-    << "runtime: {out_dir: " << dir.string() << ", log_every: 1000000, checkpoint_every: 0}\n";
+    << "algo: {total_env_steps: " << static_cast<long long>(updates) * num_envs * kChunk
+    << ", chunk_len: " << kChunk << ", epochs: 1, minibatches: 1}\n"
+    << "runtime: {out_dir: " << dir.string() << ", device: " << device
+    << ", log_every: 1000000, checkpoint_every: 0, metrics_format: csv}\n";
   const Experiment exp = parse_experiment(y.str(), "<bench e2e>", {});
   std::ostringstream sink;
   const TrainSummary s = run_training(exp, TrainOptions{}, sink);
+  // A cuda run without a usable GPU falls back to the CPU: not what was asked to be measured.
+  const bool on_gpu = sink.str().find(", device cuda (actors and learner),") != std::string::npos;
+  MAMBARL_CHECK(device != "cuda" || on_gpu, "bench e2e --device cuda: the run did not train on the GPU:\n"
+                                                << sink.str());
+  const std::vector<Progress> rows = read_progress(dir / "metrics.csv");
   std::filesystem::remove_all(dir);
+  MAMBARL_CHECK(static_cast<int>(rows.size()) > warmup,
+                "bench e2e: " << rows.size() << " updates logged, warm-up is " << warmup);
+  const Progress& a = rows[static_cast<size_t>(warmup - 1)];
+  const Progress& b = rows.back();
   std::ostringstream os;
-  os << "{\"env\":\"" << env << "\",\"policy\":\"" << type << "\",\"num_envs\":" << num_envs
-     << ",\"d_model\":64,\"n_layers\":2,\"env_steps\":" << s.env_steps << ",\"wall_s\":" << s.wall_s
-     << ",\"env_steps_per_s\":" << s.env_steps / s.wall_s << "}";
+  os << "{\"env\":\"" << env << "\",\"policy\":\"" << type << "\",\"device\":\"" << device
+     << "\",\"num_envs\":" << num_envs << ",\"d_model\":64,\"n_layers\":2,\"chunk_len\":" << kChunk
+     << ",\"updates\":" << rows.size() << ",\"env_steps\":" << s.env_steps << ",\"wall_s\":" << s.wall_s
+     << ",\"env_steps_per_s\":" << s.env_steps / s.wall_s << ",\"warmup_updates\":" << warmup
+     << ",\"steady_env_steps_per_s\":" << (b.env_steps - a.env_steps) / (b.wall_s - a.wall_s) << "}";
   return os.str();
+}
+
+void emit_e2e(std::ostream& out, const std::string& key, const std::vector<int>& num_envs,
+              const std::string& device, int updates, int warmup) {
+  out << "\"" << key << "\":[";
+  bool first = true;
+  for (int n : num_envs)
+    for (const char* env : {"cartpole", "stateless_cartpole"})
+      for (const char* t : {"mamba1", "mamba3"}) {
+        out << (first ? "\n  " : ",\n  ") << bench_e2e(env, t, n, device, updates, warmup);
+        first = false;
+      }
+  out << "]";
 }
 
 template <typename F>
@@ -176,7 +244,9 @@ int run_bench(int argc, char** argv, std::ostream& out) {
       "  rollout: T=1 actor step (us/step, heap allocations per step; --device cuda: the GPU actor's graph)\n"
       "  train:   chunk forward, forward+backward and whole PPO update (ms; --device cuda: the GPU\n"
       "           learner's captured update, graph and eager, for every policy with a GPU engine)\n"
-      "  e2e:     the training runner end to end (env-steps/s)\n"
+      "  e2e:     the training runner end to end, sync mode, CPU envs (env-steps/s, whole run and steady\n"
+      "           state after warm-up; --reps: updates per run; --device cuda: actor and learner on the\n"
+      "           GPU at 1024 and 4096 envs, beside the CPU at 1024)\n"
       "  Prints one JSON object on stdout.\n"
       "usage: mambarl bench soak [config.yaml] [--minutes M] [--sample-s S] [--out plot.svg] [key=value ...]\n"
       "  soak:    the async actor-learner loop for M minutes (default 10): resident and device memory\n"
@@ -203,8 +273,17 @@ int run_bench(int argc, char** argv, std::ostream& out) {
   MAMBARL_CHECK(device == "cpu" || device == "cuda", "bench: --device must be cpu or cuda, got '" << device << "'");
   if (device == "cuda") {
 #if defined(MAMBARL_HAVE_CUDA)
-    MAMBARL_CHECK(what != "e2e", "bench e2e: the training runner runs on the CPU only; "
-                                 "`bench rollout` and `bench train` take --device cuda");
+    if (what == "e2e") {
+      // The envs step on the CPU (one thread, sync mode); actor and learner on the GPU.
+      // Built whole before printing: a run that cannot use the GPU fails with no half-written JSON.
+      std::ostringstream json;
+      json << "{\"bench\":\"e2e\",\"device\":\"cuda\",\"envs_on\":\"cpu\",\"mode\":\"sync\",";
+      emit_e2e(json, "results", {1024, 4096}, "cuda", reps ? reps : 12, 2);
+      json << ",\n";
+      emit_e2e(json, "cpu_baseline", {1024}, "cpu", 4, 1);
+      out << json.str() << "}" << std::endl;
+      return 0;
+    }
     if (what == "rollout") out << bench_rollout_gpu_json(reps ? reps : 1000) << std::endl;
     else out << bench_train_gpu_json(reps ? reps : 100) << std::endl;
     return 0;
@@ -224,14 +303,7 @@ int run_bench(int argc, char** argv, std::ostream& out) {
     for (const char* t : {"mamba1", "mamba3", "gru", "mlp"}) shapes.push_back({t, 64, 128, 2, 64});
     emit_list(out, "results", shapes, [&](const Shape& s) { return bench_train_cpu(s, reps ? reps : 10); });
   } else {
-    out << "\"results\":[";
-    bool first = true;
-    for (const char* env : {"cartpole", "stateless_cartpole"})
-      for (const char* t : {"mamba1", "mamba3"}) {
-        out << (first ? "\n  " : ",\n  ") << bench_e2e_cpu(env, t, 64, reps ? reps : 64 * 32 * 8);
-        first = false;
-      }
-    out << "]";
+    emit_e2e(out, "results", {64}, "cpu", reps ? reps : 8, 2);
   }
   out << "}" << std::endl;
   return 0;

@@ -444,7 +444,9 @@ TrainSummary Run::go() {
   log_ << "training " << exp_.section("policy").get<std::string>("type", "mamba1") << " on "
        << spec_.id << ": " << num_envs_ << " envs, " << session_->info.num_params << " params, "
        << (rt_.sync ? "sync" : std::to_string(K_) + " actor threads") << ", device " << session_->device
-       << ", dtype " << rt_.dtype << ", plugin " << session_->plugin_path << std::endl;
+       // The plugin runs both roles on the device it was given (plugin/engine_roles.hpp).
+       << (session_->device == "cuda" ? " (actors and learner)" : "") << ", dtype " << rt_.dtype
+       << ", plugin " << session_->plugin_path << std::endl;
   if (rt_.sync) run_sync();
   else run_async();
   save_checkpoint();
