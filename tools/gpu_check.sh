@@ -5,7 +5,7 @@
 #      device fails instead of skipping);
 #   2. compute-sanitizer memcheck, racecheck and synccheck over the non-slow
 #      GPU test binaries (any report fails);
-#   3. the GPU benches, one JSON file each.
+#   3. the GPU benches (rollout, train, e2e), one JSON file each.
 # Results land in OUT_DIR (logs, JSON, a summary). The exit status is the
 # number of failed stages (0: all passed).
 #
@@ -66,7 +66,7 @@ if [[ " $stages " == *" sanitize "* ]]; then
 fi
 
 if [[ " $stages " == *" bench "* ]]; then
-  for what in rollout train; do
+  for what in rollout train e2e; do
     # shellcheck disable=SC2086
     if "$build/bin/mambarl" bench "$what" --device cuda ${BENCH_ARGS:-} >"$out/bench_$what.json" \
          2>"$out/bench_$what.err"; then
