@@ -90,7 +90,14 @@ BOOST_AUTO_TEST_CASE(sigkill_at_random_and_mid_checkpoint_never_loses_the_run) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 15000)(rng)));
     } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(50, 700)(rng)));
+      // A random moment of the training itself: wait for start-up to finish
+      // first (on a loaded machine it can take longer than any fixed delay, and
+      // a test that only ever kills during start-up would never see a checkpoint).
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (read_text(log).find("training ") == std::string::npos &&
+             std::chrono::steady_clock::now() < deadline && !wait_for(pid, std::chrono::seconds(0)))
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(20, 400)(rng)));
     }
     in_write = fs::exists(tmp);
     const int status = kill_and_reap(pid);
