@@ -23,6 +23,10 @@ out=${2:-gpu-check}
 stages=${3:-tests sanitize bench}
 mkdir -p "$out"
 export MAMBARL_REQUIRE_GPU=1
+# What CTest sets for every suite (test/CMakeLists.txt), for the binaries the
+# sanitizers run directly.
+MAMBARL_SOURCE_DIR=${MAMBARL_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+export MAMBARL_SOURCE_DIR
 failed=0
 summary="$out/summary.txt"
 : >"$summary"
