@@ -59,8 +59,9 @@ struct Mamba1Weights {
 constexpr int kMamba1MaxConv = 8;  // Mamba1Config::validate bounds d_conv to [1, 8]
 constexpr int kMamba1PreEnvs = 4;  // envs per block of the pre kernel
 
-// A = -exp(A_log) (n = E*N), once per weight upload, as the CPU computes it
-// per forward: the step then spends one exp per state element, not two.
+// A = -exp(A_log) (n = E*N), as the CPU computes it per forward: once per
+// weight upload in the actor (the step then spends one exp per state element,
+// not two) and once per forward in the learner.
 void mamba1_derive_a(int n, const float* a_log, float* a, cudaStream_t stream);
 
 // Validates the dims and raises the pre kernel's shared-memory limit if it

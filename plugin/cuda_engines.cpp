@@ -64,7 +64,7 @@ class GpuLearnerRole final : public LearnerRole {
   }
   size_t num_params() const override { return l_.model().layout().size(); }
   // Weights go through the host (the actor role's interface is host memory),
-  // once per update; GpuLearner::device_params() would allow a device copy.
+  // once per update (GpuActor::set_weights_device could take a device copy).
   void get_weights(float* w) const override {
     const std::vector<float> p = l_.params();  // (num_params)
     std::copy(p.begin(), p.end(), w);

@@ -54,7 +54,7 @@ class GpuActor {
   size_t state_size() const;  // floats per env, all layers
   bool bf16_weights() const;
   void set_weights(const float* w, size_t n, long long version);
-  // The same from a device buffer (e.g. GpuLearner::device_params()): a
+  // The same from a device buffer (e.g. a learner's parameters): a
   // device-to-device copy, no host round trip. The writer must be idle.
   void set_weights_device(const float* w, size_t n, long long version);
   long long weights_version() const;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "kernels/adamw.cuh"
 #include "kernels/cuda_check.cuh"
@@ -101,12 +102,11 @@ struct GpuLearner::Impl {
        const AdamWConfig& adam, uint64_t seed);
   ~Impl() { (void)cudaStreamSynchronize(stream.get()); }
 
-  size_t offset(const std::string& name) const {
-    const ParamId id = model->layout().find(name);
-    MAMBARL_CHECK(id >= 0, "GpuLearner: the model has no parameter '" << name << "'");
-    return model->layout()[id].offset;
+  size_t offset(const std::string& name, const std::vector<int64_t>& shape) const {
+    return model->layout().offset_of(name, shape, "GpuLearner");
   }
   void prepare(int T_, int B_);
+  void allocate(int T_, int B_);
   template <typename T_>
   T_* in(size_t off) const {
     return reinterpret_cast<T_*>(in_dev.data() + off);
@@ -165,19 +165,31 @@ GpuLearner::Impl::Impl(const PolicyConfig& pol, int obs, const HeadSpec& hs, con
   MAMBARL_CUDA_CHECK(cudaMemsetAsync(scalars.data(), 0, scalars.bytes(), stream.get()));
   sync();
 
-  obs_w = offset("obs_proj.weight");
-  obs_b = offset("obs_proj.bias");
-  for (int l = 0; l < L; ++l) norm_w.push_back(offset("layers." + std::to_string(l) + ".norm.weight"));
-  norm_f = offset("norm_f.weight");
-  pi_w = offset("pi.weight");
-  pi_b = offset("pi.bias");
-  if (!spec.head.discrete) log_std = static_cast<long long>(offset("pi.log_std"));
-  v_w = offset("v.weight");
-  v_b = offset("v.bias");
+  obs_w = offset("obs_proj.weight", {D, obs_dim});
+  obs_b = offset("obs_proj.bias", {D});
+  for (int l = 0; l < L; ++l) norm_w.push_back(offset("layers." + std::to_string(l) + ".norm.weight", {D}));
+  norm_f = offset("norm_f.weight", {D});
+  pi_w = offset("pi.weight", {A, D});
+  pi_b = offset("pi.bias", {A});
+  if (!spec.head.discrete) log_std = static_cast<long long>(offset("pi.log_std", {A}));
+  v_w = offset("v.weight", {1, D});
+  v_b = offset("v.bias", {1});
 }
 
 void GpuLearner::Impl::prepare(int T_, int B_) {
   MAMBARL_CHECK(T_ >= 1 && B_ >= 1, "GpuLearner: empty chunk (T=" << T_ << ", B=" << B_ << ")");
+  try {
+    allocate(T_, B_);
+  } catch (...) {
+    // Half-resized buffers must never be used: no shape is prepared, so the
+    // next train_step() prepares again instead of running on them.
+    T = B = M = 0;
+    graph.reset();
+    throw;
+  }
+}
+
+void GpuLearner::Impl::allocate(int T_, int B_) {
   sync();
   T = T_;
   B = B_;
@@ -405,9 +417,12 @@ TrainResult GpuLearner::train_step(const ChunkView& c, double lr) {
   MAMBARL_CHECK(c.T == m.T && c.B == m.B, "GpuLearner: prepared (and captured) for chunks of T="
                                               << m.T << ", B=" << m.B << ", got T=" << c.T << ", B=" << c.B
                                               << "; call prepare(T, B) to switch shapes");
-  MAMBARL_CHECK(c.obs && c.actions && c.old_logp && c.advantages && c.returns && c.episode_start &&
-                    (c.initial_state || m.S == 0),
-                "GpuLearner::train_step: a chunk array is null");
+  const std::pair<const void*, const char*> arrays[] = {
+      {c.obs, "obs"}, {c.actions, "actions"}, {c.old_logp, "old_logp"}, {c.advantages, "advantages"},
+      {c.returns, "returns"}, {c.episode_start, "episode_start"}};
+  for (const auto& [p, name] : arrays)
+    MAMBARL_CHECK(p, "GpuLearner::train_step: the chunk's " << name << " array is null");
+  MAMBARL_CHECK(c.initial_state || m.S == 0, "GpuLearner::train_step: the chunk's initial_state array is null");
   const size_t rows = static_cast<size_t>(m.M);
   // The loss kernel indexes logits by the action: validate here, as the CPU loss does.
   if (m.model->spec().head.discrete)
@@ -464,7 +479,6 @@ const ActorCritic<float>& GpuLearner::model() const { return *impl_->model; }
 std::shared_ptr<const ActorCritic<float>> GpuLearner::shared_model() const { return impl_->model; }
 const PolicyConfig& GpuLearner::policy_config() const { return impl_->policy; }
 std::vector<float> GpuLearner::params() const { return impl_->download(impl_->params); }
-const float* GpuLearner::device_params() const { return impl_->params.data(); }
 void GpuLearner::set_params(const float* w, size_t n) { impl_->upload(impl_->params, w, n, "weights"); }
 std::vector<float> GpuLearner::grads() const { return impl_->download(impl_->grads); }
 std::vector<float> GpuLearner::exp_avg() const { return impl_->download(impl_->exp_avg); }

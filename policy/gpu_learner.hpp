@@ -64,9 +64,6 @@ class GpuLearner {
 
   // Device <-> host copies of the flat f32 buffers (model().layout()).
   std::vector<float> params() const;  // weights out
-  // The device copy, for GpuActor::set_weights_device between updates
-  // (train_step has returned, so nothing is writing it).
-  const float* device_params() const;
   void set_params(const float* w, size_t n);  // weights in
   std::vector<float> grads() const;           // the last update's gradient, BEFORE clipping
   std::vector<float> exp_avg() const;

@@ -58,6 +58,7 @@ cuda::Mamba1Weights<float> GpuMamba1Mixer::weights(const float* params) const {
 void GpuMamba1Mixer::prepare(int T, int B) {
   cuda::mamba1_scan_check(d_, T, B);
   if (T == T_ && B == B_) return;
+  U_ = nullptr;  // a forward() of the new shape must come before any backward()
   const size_t M = static_cast<size_t>(T) * B, E = d_.E, N = d_.N, K = d_.K,
                RN = static_cast<size_t>(d_.R) + 2 * N, W = cuda::mamba1_channel_warps(d_.E),
                Bs = static_cast<size_t>(B);

@@ -6,6 +6,7 @@
 
 #include "kernels/cuda_check.cuh"
 #include "kernels/linear.cuh"
+#include "kernels/rows.cuh"
 
 namespace mambarl {
 
@@ -94,21 +95,21 @@ size_t GpuMamba3Mixer::carve(float* base) {
 void GpuMamba3Mixer::prepare(int T, int B) {
   MAMBARL_CHECK(T > 0 && B > 0, "GpuMamba3Mixer: T (" << T << ") and B (" << B << ") must be positive");
   if (T == T_ && B == B_) return;
+  U_ = nullptr;  // a forward() of the new shape must come before any backward()
   T_ = T;
   B_ = B;
-  scratch_ = DeviceBuffer<float>();  // free the old chunk's memory before taking the new
-  scratch_ = DeviceBuffer<float>(carve(nullptr));
+  try {
+    scratch_ = DeviceBuffer<float>();  // free the old chunk's memory before taking the new
+    scratch_ = DeviceBuffer<float>(carve(nullptr));
+  } catch (...) {
+    T_ = B_ = 0;  // no shape is prepared: the next prepare() must allocate again
+    throw;
+  }
   carve(scratch_.data());
   chunk_.T = T;
   chunk_.B = B;
   const std::vector<float> ones(ones_n_, 1.f);
   MAMBARL_CUDA_CHECK(cudaMemcpy(ones_, ones.data(), ones_n_ * sizeof(float), cudaMemcpyHostToDevice));
-}
-
-void GpuMamba3Mixer::colsum_add(const GpuExec& exec, int rows, int cols, const float* X, int ld,
-                                float* out) const {
-  // (1, cols) += ones (1, rows) X (rows, cols)
-  cuda::gemm(exec.cublas, false, false, 1, cols, rows, 1.f, ones_, rows, X, ld, 1.f, out, cols);
 }
 
 void GpuMamba3Mixer::forward(const float* params, const float* U, const uint8_t* starts,
@@ -141,13 +142,13 @@ void GpuMamba3Mixer::backward(const float* params, const float* dY, float* grads
              grads + off_.out_proj, E);
   cuda::mamba3_chunk_backward(d_, weights(params), chunk_, exec.stream);
   // dd_dt = d(dd_dt + dt_bias): dt_bias takes the column sum of dzx's block.
-  colsum_add(exec, M, H, chunk_.dzx + o_dt_, R_, grads + off_.dt_bias);
-  colsum_add(exec, M, H * N, chunk_.dk, H * N, grads + off_.b_bias);
-  colsum_add(exec, M, H * N, chunk_.dq, H * N, grads + off_.c_bias);
-  colsum_add(exec, M * G, N, chunk_.dbn_part, N, grads + off_.b_norm);
-  colsum_add(exec, M * G, N, chunk_.dcn_part, N, grads + off_.c_norm);
-  colsum_add(exec, B_ * d_.P, H, chunk_.dd_part, H, grads + off_.d_skip);
-  if (off_.norm != kNoNorm) colsum_add(exec, M, E, chunk_.dnorm_part, E, grads + off_.norm);
+  cuda::column_sum(exec.cublas, M, H, chunk_.dzx + o_dt_, R_, ones_, grads + off_.dt_bias);
+  cuda::column_sum(exec.cublas, M, H * N, chunk_.dk, H * N, ones_, grads + off_.b_bias);
+  cuda::column_sum(exec.cublas, M, H * N, chunk_.dq, H * N, ones_, grads + off_.c_bias);
+  cuda::column_sum(exec.cublas, M * G, N, chunk_.dbn_part, N, ones_, grads + off_.b_norm);
+  cuda::column_sum(exec.cublas, M * G, N, chunk_.dcn_part, N, ones_, grads + off_.c_norm);
+  cuda::column_sum(exec.cublas, B_ * d_.P, H, chunk_.dd_part, H, ones_, grads + off_.d_skip);
+  if (off_.norm != kNoNorm) cuda::column_sum(exec.cublas, M, E, chunk_.dnorm_part, E, ones_, grads + off_.norm);
   // in_proj: dW_in += dzxᵀ U, dU = dzx W_in.
   cuda::gemm(exec.cublas, true, false, R_, D, M, 1.f, chunk_.dzx, R_, U_, D, 1.f,
              grads + off_.in_proj, D);

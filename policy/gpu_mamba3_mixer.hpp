@@ -52,9 +52,6 @@ class GpuMamba3Mixer final : public GpuMixer {
   cuda::Mamba3Weights weights(const float* params) const;
   // Points chunk_ into base (or, with base null, only counts); returns floats.
   size_t carve(float* base);
-  // out (cols) += Σ over rows of X (rows, cols; row stride ld).
-  void colsum_add(const GpuExec& exec, int rows, int cols, const float* X, int ld,
-                  float* out) const;
 
   cuda::Mamba3Dims d_;
   int R_ = 0;                    // in_proj rows

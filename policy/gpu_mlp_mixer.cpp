@@ -19,12 +19,14 @@ void GpuMlpMixer::prepare(int T, int B) {
   MAMBARL_CHECK(T > 0 && B > 0, "GpuMlpMixer::prepare: T (" << T << ") and B (" << B << ") must be positive");
   const int M = T * B;
   if (M == M_) return;
-  M_ = M;
+  U_ = nullptr;  // a forward() of the new shape must come before any backward()
+  M_ = 0;        // committed below, once every buffer is allocated
   const size_t rows = static_cast<size_t>(M);
   pre_ = DeviceBuffer<float>(rows * E_);
   act_ = DeviceBuffer<float>(rows * E_);
   dact_ = DeviceBuffer<float>(rows * E_);
   ones_ = DeviceBuffer<float>(rows);
+  M_ = M;
   cuda::fill(rows, 1.f, ones_.data(), nullptr);
   MAMBARL_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }

@@ -185,6 +185,14 @@ std::string bench_e2e(const std::string& env, const std::string& type, int num_e
                 "bench e2e: need more updates (" << updates << ") than warm-up updates (" << warmup << ")");
   const auto dir = std::filesystem::temp_directory_path() /
                    ("mambarl_bench_" + env + "_" + type + "_" + device + "_" + std::to_string(num_envs));
+  // The run's folder goes whatever happens below (a failed check included).
+  struct RemoveOnExit {
+    std::filesystem::path p;
+    ~RemoveOnExit() {
+      std::error_code ec;
+      std::filesystem::remove_all(p, ec);
+    }
+  } cleanup{dir};
   constexpr int kChunk = 32;
   std::ostringstream y;
   y << "env: {type: " << env << ", num_envs: " << num_envs << "}\n"
@@ -201,7 +209,6 @@ std::string bench_e2e(const std::string& env, const std::string& type, int num_e
   MAMBARL_CHECK(device != "cuda" || on_gpu, "bench e2e --device cuda: the run did not train on the GPU:\n"
                                                 << sink.str());
   const std::vector<Progress> rows = read_progress(dir / "metrics.csv");
-  std::filesystem::remove_all(dir);
   MAMBARL_CHECK(static_cast<int>(rows.size()) > warmup,
                 "bench e2e: " << rows.size() << " updates logged, warm-up is " << warmup);
   const Progress& a = rows[static_cast<size_t>(warmup - 1)];

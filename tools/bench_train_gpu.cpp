@@ -81,7 +81,9 @@ std::string bench_shape(const std::string& type, const TrainShape& s, int reps) 
   for (int i = 0; i < 3; ++i) learner.train_step(cv, kLr);
   const double graph_ms = timed_median_ms(learner, reps);
   MAMBARL_CUDA_CHECK(cudaDeviceSynchronize());
-  const size_t held = free_before - free_device_bytes();
+  // Free memory can also grow (another process released some): clamp at 0.
+  const size_t free_after = free_device_bytes();
+  const size_t held = free_before > free_after ? free_before - free_after : 0;
   learner.set_launch(GpuLearner::Launch::eager);
   const double eager_ms = timed_median_ms(learner, reps);
 
