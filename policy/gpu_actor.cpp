@@ -10,12 +10,14 @@
 #include "kernels/cuda_check.cuh"
 #include "kernels/cuda_handles.cuh"
 #include "kernels/device_buffer.cuh"
+#include "kernels/event_timing.cuh"
 #include "kernels/heads_sample.cuh"
 #include "kernels/linear.cuh"
 #include "kernels/mamba1_step.cuh"
 #include "kernels/mamba3_step.cuh"
 #include "kernels/state_reset.cuh"
 #include "policy/cuda_graph.hpp"
+#include "policy/gpu_dims.hpp"
 #include "policy/mamba1.hpp"
 #include "policy/mamba3.hpp"
 #include "policy/policy_config.hpp"
@@ -120,7 +122,7 @@ void GpuActor::Impl::plan_layers(const PolicyConfig& cfg) {
     if (const auto* m1 = dynamic_cast<const Mamba1Mixer<float>*>(&mixer)) {
       const Mamba1Config& c = m1->config();
       auto& d = p.m1;
-      d = cuda::Mamba1Dims{c.d_model, c.d_inner(), c.d_state, c.d_conv, c.resolved_dt_rank()};
+      d = mamba1_dims(c);
       p.E = d.E;
       p.in_rows = 2 * d.E;
       p.in_w = param(pre + "in_proj.weight", {2 * d.E, D});
@@ -137,14 +139,7 @@ void GpuActor::Impl::plan_layers(const PolicyConfig& cfg) {
     } else if (const auto* m3 = dynamic_cast<const Mamba3Mixer<float>*>(&mixer)) {
       const Mamba3Config& c = m3->config();
       auto& d = p.m3;
-      d.D = c.d_model;
-      d.E = c.d_inner();
-      d.N = c.d_state;
-      d.P = c.headdim;
-      d.H = c.nheads();
-      d.G = c.ngroups;
-      d.Na = c.num_rope_angles();
-      d.a_floor = static_cast<float>(c.a_floor);
+      d = mamba3_dims(c);
       p.mamba3 = true;
       p.E = d.E;
       p.in_rows = d.in_rows();
@@ -472,31 +467,8 @@ void GpuActor::set_rngs(const Rng* r, size_t n) {
 
 std::vector<double> GpuActor::time_steps_us(int reps) {
   Impl& m = *impl_;
-  MAMBARL_CHECK(reps >= 1, "GpuActor::time_steps_us: reps must be >= 1, got " << reps);
-  // One event between consecutive steps, all enqueued before the first
-  // sync: the device runs the steps back to back, so each interval is one
-  // step's device time including its share of launch gaps.
-  std::vector<cudaEvent_t> ev(static_cast<size_t>(reps) + 1, nullptr);
-  struct Events {
-    std::vector<cudaEvent_t>& e;
-    ~Events() {
-      for (auto x : e)
-        if (x) (void)cudaEventDestroy(x);
-    }
-  } guard{ev};
-  for (auto& e : ev) MAMBARL_CUDA_CHECK(cudaEventCreate(&e));
-  MAMBARL_CUDA_CHECK(cudaEventRecord(ev[0], m.stream.get()));
-  for (int i = 0; i < reps; ++i) {
-    m.run(false);
-    MAMBARL_CUDA_CHECK(cudaEventRecord(ev[static_cast<size_t>(i) + 1], m.stream.get()));
-  }
-  m.sync();
-  std::vector<double> us(static_cast<size_t>(reps));
-  for (int i = 0; i < reps; ++i) {
-    float ms = 0.f;
-    MAMBARL_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[static_cast<size_t>(i)], ev[static_cast<size_t>(i) + 1]));
-    us[static_cast<size_t>(i)] = 1e3 * ms;
-  }
+  std::vector<double> us = cuda::time_repetitions_ms(m.stream.get(), reps, [&m] { m.run(false); });
+  for (double& t : us) t *= 1e3;
   return us;
 }
 

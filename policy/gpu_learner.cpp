@@ -12,6 +12,7 @@
 #include "kernels/cuda_check.cuh"
 #include "kernels/cuda_handles.cuh"
 #include "kernels/device_buffer.cuh"
+#include "kernels/event_timing.cuh"
 #include "kernels/linear.cuh"
 #include "kernels/ppo_loss.cuh"
 #include "kernels/rmsnorm.cuh"
@@ -519,30 +520,8 @@ SafetensorsFile GpuLearner::load(const std::string& path) {
 
 std::vector<double> GpuLearner::time_updates_ms(int reps) {
   Impl& m = *impl_;
-  MAMBARL_CHECK(reps >= 1, "GpuLearner::time_updates_ms: reps must be >= 1, got " << reps);
   MAMBARL_CHECK(m.warmed_up, "GpuLearner::time_updates_ms: run train_step first (it stages the chunk)");
-  std::vector<cudaEvent_t> ev(static_cast<size_t>(reps) + 1, nullptr);
-  struct Events {
-    std::vector<cudaEvent_t>& e;
-    ~Events() {
-      for (auto x : e)
-        if (x) (void)cudaEventDestroy(x);
-    }
-  } guard{ev};
-  for (auto& e : ev) MAMBARL_CUDA_CHECK(cudaEventCreate(&e));
-  MAMBARL_CUDA_CHECK(cudaEventRecord(ev[0], m.stream.get()));
-  for (size_t i = 0; i < static_cast<size_t>(reps); ++i) {
-    m.run();
-    MAMBARL_CUDA_CHECK(cudaEventRecord(ev[i + 1], m.stream.get()));
-  }
-  m.sync();
-  std::vector<double> ms(static_cast<size_t>(reps));
-  for (size_t i = 0; i < ms.size(); ++i) {
-    float t = 0.f;
-    MAMBARL_CUDA_CHECK(cudaEventElapsedTime(&t, ev[i], ev[i + 1]));
-    ms[i] = t;
-  }
-  return ms;
+  return cuda::time_repetitions_ms(m.stream.get(), reps, [&m] { m.run(); });
 }
 
 }  // namespace mambarl

@@ -2,6 +2,7 @@
 
 #include "kernels/check.hpp"
 #include "kernels/linear.cuh"
+#include "policy/gpu_dims.hpp"
 
 namespace mambarl {
 
@@ -29,7 +30,7 @@ class Carver {
 GpuMamba1Mixer::GpuMamba1Mixer(const Mamba1Mixer<float>& cpu, const ParamLayout& layout, int layer)
     : state_size_(cpu.state_size()) {
   const Mamba1Config& c = cpu.config();
-  d_ = cuda::Mamba1Dims{c.d_model, c.d_inner(), c.d_state, c.d_conv, c.resolved_dt_rank()};
+  d_ = mamba1_dims(c);
   const int D = d_.D, E = d_.E, N = d_.N, K = d_.K, R = d_.R;
   const std::string pre = "layers." + std::to_string(layer) + ".mixer.";
   off_.in_proj = layout.offset_of(pre + "in_proj.weight", {2 * E, D}, "GpuMamba1Mixer");

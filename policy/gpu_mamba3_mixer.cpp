@@ -7,19 +7,13 @@
 #include "kernels/cuda_check.cuh"
 #include "kernels/linear.cuh"
 #include "kernels/rows.cuh"
+#include "policy/gpu_dims.hpp"
 
 namespace mambarl {
 
 GpuMamba3Mixer::GpuMamba3Mixer(const Mamba3Mixer<float>& cpu, const ParamLayout& layout, int layer) {
   const Mamba3Config& c = cpu.config();
-  d_.D = c.d_model;
-  d_.E = c.d_inner();
-  d_.N = c.d_state;
-  d_.P = c.headdim;
-  d_.H = c.nheads();
-  d_.G = c.ngroups;
-  d_.Na = c.num_rope_angles();
-  d_.a_floor = static_cast<float>(c.a_floor);
+  d_ = mamba3_dims(c);
   R_ = d_.in_rows();
   o_dt_ = 2 * d_.E + 2 * d_.G * d_.N;
   state_size_ = cpu.state_size();
