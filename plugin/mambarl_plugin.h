@@ -20,7 +20,8 @@
 extern "C" {
 #endif
 
-#define MAMBARL_PLUGIN_ABI_VERSION 3u  /* 2: env factories; 3: dtype in create args, MAMBARL_UNSUPPORTED */
+#define MAMBARL_PLUGIN_ABI_VERSION 4u  /* 2: env factories; 3: dtype in create args, MAMBARL_UNSUPPORTED;
+                                          4: split-phase and device-enqueued actor steps, device chunks */
 #define MAMBARL_PLUGIN_ENTRY "mambarl_plugin_register"
 
 #if defined(__GNUC__)
@@ -77,7 +78,10 @@ typedef struct mambarl_policy_create_args {
                                     state and accumulation stay float32 */
 } mambarl_policy_create_args;
 
-/* One training chunk of B sequences of T steps (DESIGN.md "learner"). */
+/* One training chunk of B sequences of T steps (DESIGN.md "learner").
+ * Since ABI 4 the views may all be on MAMBARL_DEVICE_CUDA when the policy's
+ * learner runs on the GPU (no host round trip; train_step still returns
+ * only when the update is done). Mixed devices within one chunk are refused. */
 typedef struct mambarl_chunk {
   mambarl_tensor obs;            /* (T, B, obs_dim) f32 */
   mambarl_tensor actions;        /* (T, B, act_width) f32; act_width = 1 for discrete */
@@ -151,6 +155,33 @@ typedef struct mambarl_policy_vtable {
   mambarl_status (*actor_get_rng)(mambarl_actor* a, mambarl_tensor bytes /* (n) u8 */);
   mambarl_status (*actor_set_rng)(mambarl_actor* a, mambarl_tensor bytes);
   int64_t (*actor_rng_size)(const mambarl_actor* a);
+
+  /* ---- overlapping the actor with CPU envs (ABI 4) ---------------------------
+   * actor_act split in two: begin starts the step on the given host views and
+   * returns as soon as the work is queued (a GPU actor: copies and kernels
+   * enqueued on its own stream; a CPU actor may do the whole step here); end
+   * waits for it and writes the outputs. While a step is begun, the caller
+   * may step envs but must not touch `obs` / `episode_start` or call any other
+   * function of this actor; end must follow every successful begin. */
+  mambarl_status (*actor_act_begin)(mambarl_actor* a, mambarl_tensor obs, mambarl_tensor episode_start);
+  mambarl_status (*actor_act_end)(mambarl_actor* a, mambarl_tensor actions, mambarl_tensor logp,
+                                  mambarl_tensor values);
+
+  /* ---- device-resident rollouts (ABI 4) ---------------------------------------
+   * For an actor whose engine runs on a GPU: the work of actor_act,
+   * actor_peek_values and actor_get_state on views with device ==
+   * MAMBARL_DEVICE_CUDA, ENQUEUED on the caller's CUDA stream (`stream` is a
+   * cudaStream_t) without host synchronisation and without allocating, so a
+   * caller may capture a sequence of these calls into its own CUDA graph and
+   * replay it. The caller's views must stay valid while such a graph exists.
+   * An actor on the CPU returns MAMBARL_UNSUPPORTED (last_error says why). */
+  mambarl_status (*actor_enqueue_act)(mambarl_actor* a, void* stream, mambarl_tensor obs,
+                                      mambarl_tensor episode_start, mambarl_tensor actions,
+                                      mambarl_tensor logp, mambarl_tensor values);
+  mambarl_status (*actor_enqueue_peek_values)(mambarl_actor* a, void* stream, mambarl_tensor obs,
+                                              mambarl_tensor values);
+  mambarl_status (*actor_enqueue_get_state)(mambarl_actor* a, void* stream,
+                                            mambarl_tensor state /* (B, state_size) f32 */);
 } mambarl_policy_vtable;
 
 /* A named factory. probe() may refuse a device: MAMBARL_ERROR when this

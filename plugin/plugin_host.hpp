@@ -128,6 +128,20 @@ class ActorHandle {
   void get_rng(std::vector<uint8_t>& bytes);          // resized to actor_rng_size()
   void set_rng(const std::vector<uint8_t>& bytes);
 
+  // act() in two halves (ABI 4), so the caller can step envs while the actor
+  // works: host buffers as in act(); obs/starts untouched until act_end().
+  void act_begin(const float* obs, const uint8_t* starts);
+  void act_end(float* actions, float* logp, float* values);
+
+  // Device-resident rollouts (ABI 4): act / peek_values / get_state on device
+  // buffers of the same shapes, enqueued on `stream` (a cudaStream_t) without
+  // synchronising, so the caller may capture them into a CUDA graph. Errors
+  // for an actor not on a GPU.
+  void enqueue_act(void* stream, const float* obs, const uint8_t* starts, float* actions, float* logp,
+                   float* values);
+  void enqueue_peek_values(void* stream, const float* obs, float* values);
+  void enqueue_get_state(void* stream, float* state);  // (B, state_size)
+
  private:
   void check(mambarl_status s, const char* what) const;
   const mambarl_policy_vtable* vt_;
