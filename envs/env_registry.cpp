@@ -53,15 +53,22 @@ std::vector<std::string> registered_envs() {
 }
 
 void check_env_keys(const ConfigNode& env_cfg, std::initializer_list<const char*> own_keys) {
-  std::vector<std::string> known{"type", "num_envs"};
+  std::vector<std::string> known{"type", "num_envs", "backend"};
   known.insert(known.end(), own_keys.begin(), own_keys.end());
   env_cfg.check_known(known);
+}
+
+std::string env_backend(const ConfigNode& env_cfg) {
+  const std::string b = env_cfg.get<std::string>("backend", "cpu");
+  if (b != "cpu" && b != "cuda") env_cfg.fail("backend", "'" + b + "' is not one of cpu, cuda");
+  return b;
 }
 
 std::unique_ptr<VecEnv> make_vec_env(const ConfigNode& env_cfg) {
   if (!env_cfg.defined() || !env_cfg.yaml().IsMap()) env_cfg.fail("", "expected a map with at least a `type`");
   const std::string type = env_cfg.require<std::string>("type");
   const int num_envs = env_cfg.get_in<int>("num_envs", 16, 1, kMaxNumEnvs);
+  env_backend(env_cfg);  // validated here; which backend runs is the runner's choice
   EnvFactory factory;
   {
     Registry& r = registry();

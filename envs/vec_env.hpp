@@ -74,8 +74,13 @@ using EnvFactory = std::function<std::unique_ptr<VecEnv>(const ConfigNode& env_c
 void register_env(const std::string& type, EnvFactory factory);  // duplicate type -> Error
 std::vector<std::string> registered_envs();                      // sorted
 
+// `backend` (default cpu): where the envs step, `cpu` (a VecEnv) or `cuda`
+// (GPU-resident, envs/gpu_vec_env.hpp; the runner checks that it can). Any
+// other value is a ConfigError naming env.backend.
+std::string env_backend(const ConfigNode& env_cfg);
+
 // For factories: fails (ConfigError) on any key of env_cfg other than `type`,
-// `num_envs` and the env type's own keys.
+// `num_envs`, `backend` and the env type's own keys.
 void check_env_keys(const ConfigNode& env_cfg, std::initializer_list<const char*> own_keys);
 
 }  // namespace mambarl

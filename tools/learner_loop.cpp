@@ -7,58 +7,18 @@
 
 namespace mambarl {
 
-LearnerLoop::LearnerLoop(PolicyHandle& policy, const AlgoConfig& algo, uint64_t seed, int num_workers,
-                         int envs_per_worker)
-    : policy_(policy), algo_(algo), rng_(seed, 0x1EA2), scaler_(algo.gamma, num_workers, envs_per_worker) {}
-
-UpdateStats LearnerLoop::learn(Chunk& c, double lr) {
-  if (algo_.normalize_rewards)
-    scaler_.scale(c.worker, c.T, c.B, c.rewards.data(), c.terminated.data(), c.truncated.data());
-  compute_gae(GaeInputs{c.T, c.B, c.rewards.data(), c.values.data(), c.terminated.data(),
-                        c.truncated.data(), c.final_values.data(), c.next_values.data()},
-              algo_.gamma, algo_.gae_lambda, c.advantages.data(), c.returns.data());
-
-  const int T = c.T, Bm = c.B / algo_.minibatches, O = c.obs_dim, W = c.act_width;
-  const size_t S = c.state_size, n = static_cast<size_t>(T) * Bm;
-  obs_.resize(n * O);
-  actions_.resize(n * W);
-  logp_.resize(n);
-  adv_.resize(n);
-  ret_.resize(n);
-  starts_.resize(n);
-  init_state_.resize(static_cast<size_t>(Bm) * S);
-  order_.resize(static_cast<size_t>(c.B));
-
+UpdateStats run_minibatches(const AlgoConfig& algo, int B, Rng& rng, std::vector<int>& order,
+                            const MinibatchStep& train) {
+  const int Bm = B / algo.minibatches;
+  order.resize(static_cast<size_t>(B));
   UpdateStats st;
-  for (int epoch = 0; epoch < algo_.epochs; ++epoch) {
+  for (int epoch = 0; epoch < algo.epochs; ++epoch) {
     // Fisher-Yates with our RNG, so the shuffle is the same on every platform.
-    for (int i = 0; i < c.B; ++i) order_[static_cast<size_t>(i)] = i;
-    for (int i = c.B - 1; i > 0; --i)
-      std::swap(order_[static_cast<size_t>(i)], order_[rng_.below(static_cast<uint32_t>(i + 1))]);
-    for (int mb = 0; mb < algo_.minibatches; ++mb) {
-      for (int j = 0; j < Bm; ++j) {
-        const int b = order_[static_cast<size_t>(mb * Bm + j)];
-        std::copy_n(c.initial_state.begin() + static_cast<std::ptrdiff_t>(b * S), S,
-                    init_state_.begin() + static_cast<std::ptrdiff_t>(j * S));
-        for (int t = 0; t < T; ++t) {
-          const size_t src = static_cast<size_t>(t) * c.B + b, dst = static_cast<size_t>(t) * Bm + j;
-          std::copy_n(c.obs.begin() + static_cast<std::ptrdiff_t>(src * O), O, obs_.begin() + static_cast<std::ptrdiff_t>(dst * O));
-          std::copy_n(c.actions.begin() + static_cast<std::ptrdiff_t>(src * W), W, actions_.begin() + static_cast<std::ptrdiff_t>(dst * W));
-          logp_[dst] = c.logp[src];
-          adv_[dst] = c.advantages[src];
-          ret_[dst] = c.returns[src];
-          starts_[dst] = c.starts[src];
-        }
-      }
-      mambarl_chunk mc{};
-      mc.obs = view_f32(obs_.data(), {T, Bm, O});
-      mc.actions = view_f32(actions_.data(), {T, Bm, W});
-      mc.old_logp = view_f32(logp_.data(), {T, Bm});
-      mc.advantages = view_f32(adv_.data(), {T, Bm});
-      mc.returns = view_f32(ret_.data(), {T, Bm});
-      mc.episode_start = view_u8(starts_.data(), {T, Bm});
-      mc.initial_state = view_f32(init_state_.data(), {Bm, static_cast<int64_t>(S)});
-      const TrainMetrics m = policy_.train_step(mc, lr);
+    for (int i = 0; i < B; ++i) order[static_cast<size_t>(i)] = i;
+    for (int i = B - 1; i > 0; --i)
+      std::swap(order[static_cast<size_t>(i)], order[rng.below(static_cast<uint32_t>(i + 1))]);
+    for (int mb = 0; mb < algo.minibatches; ++mb) {
+      const TrainMetrics m = train(order.data() + static_cast<size_t>(mb) * Bm, Bm);
       if (m.skipped) {
         ++st.skipped;
         continue;
@@ -80,6 +40,54 @@ UpdateStats LearnerLoop::learn(Chunk& c, double lr) {
       *v *= k;
   }
   return st;
+}
+
+LearnerLoop::LearnerLoop(PolicyHandle& policy, const AlgoConfig& algo, uint64_t seed, int num_workers,
+                         int envs_per_worker)
+    : policy_(policy), algo_(algo), rng_(make_shuffle_rng(seed)), scaler_(algo.gamma, num_workers, envs_per_worker) {}
+
+UpdateStats LearnerLoop::learn(Chunk& c, double lr) {
+  if (algo_.normalize_rewards)
+    scaler_.scale(c.worker, c.T, c.B, c.rewards.data(), c.terminated.data(), c.truncated.data());
+  compute_gae(GaeInputs{c.T, c.B, c.rewards.data(), c.values.data(), c.terminated.data(),
+                        c.truncated.data(), c.final_values.data(), c.next_values.data()},
+              algo_.gamma, algo_.gae_lambda, c.advantages.data(), c.returns.data());
+
+  const int T = c.T, Bm = c.B / algo_.minibatches, O = c.obs_dim, W = c.act_width;
+  const size_t S = c.state_size, n = static_cast<size_t>(T) * Bm;
+  obs_.resize(n * O);
+  actions_.resize(n * W);
+  logp_.resize(n);
+  adv_.resize(n);
+  ret_.resize(n);
+  starts_.resize(n);
+  init_state_.resize(static_cast<size_t>(Bm) * S);
+
+  return run_minibatches(algo_, c.B, rng_, order_, [&](const int* cols, int) {
+    for (int j = 0; j < Bm; ++j) {
+      const int b = cols[j];
+      std::copy_n(c.initial_state.begin() + static_cast<std::ptrdiff_t>(b * S), S,
+                  init_state_.begin() + static_cast<std::ptrdiff_t>(j * S));
+      for (int t = 0; t < T; ++t) {
+        const size_t src = static_cast<size_t>(t) * c.B + b, dst = static_cast<size_t>(t) * Bm + j;
+        std::copy_n(c.obs.begin() + static_cast<std::ptrdiff_t>(src * O), O, obs_.begin() + static_cast<std::ptrdiff_t>(dst * O));
+        std::copy_n(c.actions.begin() + static_cast<std::ptrdiff_t>(src * W), W, actions_.begin() + static_cast<std::ptrdiff_t>(dst * W));
+        logp_[dst] = c.logp[src];
+        adv_[dst] = c.advantages[src];
+        ret_[dst] = c.returns[src];
+        starts_[dst] = c.starts[src];
+      }
+    }
+    mambarl_chunk mc{};
+    mc.obs = view_f32(obs_.data(), {T, Bm, O});
+    mc.actions = view_f32(actions_.data(), {T, Bm, W});
+    mc.old_logp = view_f32(logp_.data(), {T, Bm});
+    mc.advantages = view_f32(adv_.data(), {T, Bm});
+    mc.returns = view_f32(ret_.data(), {T, Bm});
+    mc.episode_start = view_u8(starts_.data(), {T, Bm});
+    mc.initial_state = view_f32(init_state_.data(), {Bm, static_cast<int64_t>(S)});
+    return policy_.train_step(mc, lr);
+  });
 }
 
 }  // namespace mambarl

@@ -4,6 +4,7 @@
 // chunk's resets and its stored initial states.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "kernels/rng.hpp"
@@ -20,6 +21,20 @@ struct UpdateStats {
   std::string skip_reason;
 };
 
+// The minibatch shuffle's RNG of a learner seeded with `seed`; the host and
+// device learners draw the same column orders from it.
+inline Rng make_shuffle_rng(uint64_t seed) { return Rng(seed, 0x1EA2); }
+
+// Epochs × minibatches over the B sequences of a chunk, shared by the host
+// (LearnerLoop) and device (DeviceLearner) learners: each epoch shuffles the
+// columns with Fisher-Yates on `rng` (the same order on every platform), then
+// calls train(cols, Bm) for each run of Bm = B / minibatches shuffled
+// columns; the metrics are averaged over the steps that were applied.
+// `order` is scratch (B), kept by the caller so nothing is allocated per update.
+using MinibatchStep = std::function<TrainMetrics(const int* cols, int Bm)>;
+UpdateStats run_minibatches(const AlgoConfig& algo, int B, Rng& rng, std::vector<int>& order,
+                            const MinibatchStep& train);
+
 class LearnerLoop {
  public:
   LearnerLoop(PolicyHandle& policy, const AlgoConfig& algo, uint64_t seed, int num_workers,
@@ -35,7 +50,7 @@ class LearnerLoop {
   AlgoConfig algo_;
   Rng rng_;
   RewardScaler scaler_;
-  std::vector<int> order_;
+  std::vector<int> order_;  // (B) shuffled columns
   // One minibatch, gathered (T, Bm, ...) time-major.
   std::vector<float> obs_, actions_, logp_, adv_, ret_, init_state_;
   std::vector<uint8_t> starts_;

@@ -18,8 +18,11 @@ class PluginVecEnv final : public VecEnv {
  public:
   PluginVecEnv(const mambarl_env_factory& f, const std::string& file, const ConfigNode& cfg, int num_envs)
       : f_(f), B_(num_envs) {
+    // `backend` is the runner's key (envs/vec_env.hpp), not one the plugin knows.
+    YAML::Node own = YAML::Clone(cfg.yaml());
+    own.remove("backend");
     YAML::Emitter yaml;
-    yaml << cfg.yaml();
+    yaml << own;
     char error[1024] = {0};
     if (f_.create(yaml.c_str(), num_envs, &env_, &desc_, error, sizeof error) != MAMBARL_OK || env_ == nullptr)
       throw ConfigError(cfg.where() + ": " + cfg.path() + ": " + error + " (env '" + f_.name + "' of " + file + ")");

@@ -24,6 +24,12 @@
 #include "tools/metrics_log.hpp"
 #include "tools/policy_session.hpp"
 
+#if MAMBARL_HAVE_CUDA
+#include "envs/gpu_vec_env.hpp"
+#include "tools/device_learner.hpp"
+#include "tools/device_rollout.hpp"
+#endif
+
 namespace mambarl {
 
 namespace {
@@ -85,6 +91,11 @@ class Run {
 
  private:
   void build();
+  bool check_env_backend() const;
+  void build_gpu_envs();
+  Rng& shuffle_rng();
+  std::vector<double> reward_scaler_state() const;
+  bool set_reward_scaler_state(const std::vector<double>& s);
   void save_checkpoint();
   void restore(const std::string& path);
   void publish_weights();
@@ -120,6 +131,13 @@ class Run {
   int num_envs_ = 0, K_ = 1, Bk_ = 0;
   std::vector<std::unique_ptr<RolloutWorker>> workers_;
   std::unique_ptr<LearnerLoop> learner_;
+  // env.backend: cuda (sync mode, one actor): rollouts and learning stay on
+  // the GPU; workers_ and learner_ are then empty.
+  bool gpu_envs_ = false;
+#if MAMBARL_HAVE_CUDA
+  std::unique_ptr<DeviceRollout> gpu_rollout_;
+  std::unique_ptr<DeviceLearner> gpu_learner_;
+#endif
   std::unique_ptr<MetricsLog> metrics_;
   WeightsBoard board_;
   RunState s_;
@@ -138,6 +156,7 @@ void Run::build() {
   auto first_env = make_vec_env(exp_.section("env"));  // validates the env section
   spec_ = first_env->spec();
   num_envs_ = first_env->num_envs();
+  gpu_envs_ = check_env_backend();
   K_ = rt_.sync ? 1 : rt_.num_actors;
   const ConfigNode rtn = exp_.section("runtime"), aln = exp_.section("algo");
   if (num_envs_ % K_ != 0)
@@ -147,16 +166,88 @@ void Run::build() {
     aln.fail("minibatches", "must divide the envs per actor (" + std::to_string(Bk_) + "), got " +
                                 std::to_string(al_.minibatches));
   create_policy(*session_, exp_, spec_);
-  for (int k = 0; k < K_; ++k) {
+  if (gpu_envs_ && session_->device != "cuda") {
+    // runtime.device auto on a machine it cannot use: the CPU envs go with the CPU policy.
+    if (rt_.device != "auto")
+      exp_.section("env").fail("backend", "cuda needs the policy on the GPU, but runtime.device: " + rt_.device +
+                                              " resolved to the CPU (" + session_->device_note + ")");
+    log_ << "env.backend: cuda, but runtime.device: auto chose the CPU: the envs run on the CPU" << std::endl;
+    gpu_envs_ = false;
+  }
+  if (gpu_envs_) {
+    build_gpu_envs();
+    first_env.reset();
+  }
+  for (int k = 0; k < (gpu_envs_ ? 0 : K_); ++k) {
     auto env = K_ == 1 ? std::move(first_env) : make_vec_env(env_share(exp_, Bk_));
     auto actor = session_->policy->create_actor(Bk_, derive_seed(rt_.seed, 100 + static_cast<uint64_t>(k)));
     workers_.push_back(std::make_unique<RolloutWorker>(std::move(env), std::move(actor),
                                                        derive_seed(rt_.seed, static_cast<uint64_t>(k))));
   }
-  learner_ = std::make_unique<LearnerLoop>(*session_->policy, al_, derive_seed(rt_.seed, 7), K_, Bk_);
+  if (!gpu_envs_) learner_ = std::make_unique<LearnerLoop>(*session_->policy, al_, derive_seed(rt_.seed, 7), K_, Bk_);
   ckpt_path_ = (fs::path(rt_.out_dir) / "checkpoint.safetensors").string();
   curve_path_ = (fs::path(rt_.out_dir) / "curve.svg").string();
   write_file_atomically((fs::path(rt_.out_dir) / "config.yaml").string(), resolved_yaml() + "\n");
+}
+
+// env.backend: cuda asks for GPU-resident envs. Everything it needs from the
+// config is checked here, before any GPU call, so a wrong config fails fast
+// on any machine. Returns whether the envs are to run on the GPU.
+bool Run::check_env_backend() const {
+  const ConfigNode env = exp_.section("env");
+  if (env_backend(env) != "cuda") return false;
+  if (rt_.device == "cpu")
+    env.fail("backend", "cuda needs the policy on the GPU, but runtime.device is cpu (set runtime.device: cuda)");
+  if (!rt_.sync)
+    exp_.section("runtime").fail("sync", "false does not go with env.backend: cuda, which runs the synchronous "
+                                         "loop only (set runtime.sync: true, or env.backend: cpu)");
+  const std::string type = env.require<std::string>("type");
+  const auto& plugin_envs = session_->registry.envs();
+  if (const auto it = plugin_envs.find(type); it != plugin_envs.end())
+    env.fail("type", "'" + type + "' is an env of plugin " + it->second.file +
+                         " and has no CUDA version (env.backend: cuda); use env.backend: cpu");
+#if MAMBARL_HAVE_CUDA
+  if (!has_gpu_env(type)) env.fail("type", "'" + type + "' has no CUDA version (env.backend: cuda); use env.backend: cpu");
+  return true;
+#else
+  env.fail("backend", "cuda: this build has no CUDA (configure with -DMAMBARL_CUDA=ON where nvcc is present)");
+#endif
+}
+
+void Run::build_gpu_envs() {
+#if MAMBARL_HAVE_CUDA
+  auto env = make_gpu_vec_env(exp_.section("env"));
+  auto actor = session_->policy->create_actor(Bk_, derive_seed(rt_.seed, 100));
+  gpu_rollout_ = std::make_unique<DeviceRollout>(std::move(env), std::move(actor), derive_seed(rt_.seed, 0),
+                                                 al_.chunk_len, al_,
+                                                 static_cast<size_t>(session_->info.state_size));
+  gpu_learner_ = std::make_unique<DeviceLearner>(*session_->policy, al_, derive_seed(rt_.seed, 7), gpu_rollout_->chunk());
+#endif
+}
+
+Rng& Run::shuffle_rng() {
+#if MAMBARL_HAVE_CUDA
+  if (gpu_envs_) return gpu_learner_->rng();
+#endif
+  return learner_->rng();
+}
+
+std::vector<double> Run::reward_scaler_state() const {
+#if MAMBARL_HAVE_CUDA
+  if (gpu_envs_) return gpu_rollout_->reward_scaler_state();
+#endif
+  return learner_->reward_scaler().state();
+}
+
+bool Run::set_reward_scaler_state(const std::vector<double>& s) {
+#if MAMBARL_HAVE_CUDA
+  if (gpu_envs_) {
+    if (s.size() != 3 + static_cast<size_t>(Bk_)) return false;
+    gpu_rollout_->set_reward_scaler_state(s);
+    return true;
+  }
+#endif
+  return learner_->reward_scaler().set_state(s);
 }
 
 void Run::publish_weights() {
@@ -179,12 +270,27 @@ void Run::save_checkpoint() {
   std::vector<ExtraTensor> extra;
   std::vector<float> window(s_.window.begin(), s_.window.end());
   extra.push_back(ExtraTensor::f32("runner.return_window", window, {static_cast<int64_t>(window.size())}));
-  extra.push_back(ExtraTensor::u8("runner.shuffle_rng", learner_->rng()));
-  const std::vector<double> scaler = learner_->reward_scaler().state();
+  extra.push_back(ExtraTensor::u8("runner.shuffle_rng", shuffle_rng()));
+  const std::vector<double> scaler = reward_scaler_state();
   const auto* sb = reinterpret_cast<const uint8_t*>(scaler.data());
   extra.push_back(ExtraTensor::u8("runner.reward_scaler", std::vector<uint8_t>(sb, sb + scaler.size() * sizeof(double))));
   // Env, actor and rollout state: exact only in sync mode, where actors are
   // quiescent between updates (async resume restarts the envs).
+#if MAMBARL_HAVE_CUDA
+  if (gpu_envs_) {  // the same tensors as a CPU worker 0, read back from the device
+    auto& g = *gpu_rollout_;
+    std::vector<float> state;
+    g.actor().get_state(state);
+    std::vector<uint8_t> rng;
+    g.actor().get_rng(rng);
+    const std::vector<float> obs = g.obs();
+    extra.push_back(ExtraTensor::u8("runner.0.env_state", g.env().save_state(g.stream())));
+    extra.push_back(ExtraTensor::f32("runner.0.obs", obs, {static_cast<int64_t>(obs.size())}));
+    extra.push_back(ExtraTensor::u8("runner.0.starts", g.starts()));
+    extra.push_back(ExtraTensor::f32("runner.0.actor_state", state, {static_cast<int64_t>(state.size())}));
+    extra.push_back(ExtraTensor::u8("runner.0.actor_rng", rng));
+  }
+#endif
   if (rt_.sync)
     for (size_t k = 0; k < workers_.size(); ++k) {
       auto& w = *workers_[k];
@@ -227,13 +333,24 @@ void Run::restore(const std::string& path) {
   wall_before_ = num("runner.wall_s");
   const auto& win = ck.tensor("runner.return_window");
   s_.window.assign(win.f32().begin(), win.f32().end());
-  ck.tensor("runner.shuffle_rng").to_pod(learner_->rng());
+  ck.tensor("runner.shuffle_rng").to_pod(shuffle_rng());
   const std::vector<uint8_t>& sb = ck.tensor("runner.reward_scaler").bytes;
   std::vector<double> scaler(sb.size() / sizeof(double));
   std::memcpy(scaler.data(), sb.data(), scaler.size() * sizeof(double));
-  MAMBARL_CHECK(sb.size() % sizeof(double) == 0 && learner_->reward_scaler().set_state(scaler),
+  MAMBARL_CHECK(sb.size() % sizeof(double) == 0 && set_reward_scaler_state(scaler),
                 path << ": runner.reward_scaler does not fit this run's " << K_ << " x " << Bk_ << " envs");
   const bool exact = rt_.sync && num("runner.sync") == 1.0;
+#if MAMBARL_HAVE_CUDA
+  if (exact && gpu_envs_) {  // env state bytes are the CPU env's; obs is part of them
+    auto& g = *gpu_rollout_;
+    g.env().load_state(ck.tensor("runner.0.env_state").bytes, g.stream());
+    std::vector<uint8_t> starts(static_cast<size_t>(Bk_));
+    ck.tensor("runner.0.starts").copy_u8(starts);
+    g.set_starts(starts);
+    g.actor().set_state(ck.tensor("runner.0.actor_state").f32());
+    g.actor().set_rng(ck.tensor("runner.0.actor_rng").bytes);
+  }
+#endif
   if (exact)
     for (size_t k = 0; k < workers_.size(); ++k) {
       auto& w = *workers_[k];
@@ -286,7 +403,12 @@ void Run::after_update(const Chunk& c, const UpdateStats& st, double lr, long lo
 // either stops the run (weights untouched, checkpoint intact) or is skipped.
 void Run::learn_on(Chunk& chunk, long long lag) {
   const double lr = lr_now();
+#if MAMBARL_HAVE_CUDA
+  const UpdateStats st = gpu_envs_ ? gpu_learner_->learn(gpu_rollout_->chunk(), gpu_rollout_->stream(), lr)
+                                   : learner_->learn(chunk, lr);
+#else
   const UpdateStats st = learner_->learn(chunk, lr);
+#endif
   if (st.skipped > 0) {
     const std::string why = session_->policy->last_skip_reason();
     MAMBARL_CHECK(al_.on_nonfinite != "stop",
@@ -300,6 +422,19 @@ void Run::learn_on(Chunk& chunk, long long lag) {
 }
 
 void Run::run_sync() {
+#if MAMBARL_HAVE_CUDA
+  if (gpu_envs_) {
+    Chunk stats;  // the episodes of each chunk; the chunk itself stays on the device
+    auto& g = *gpu_rollout_;
+    while (!done()) {
+      g.actor().set_weights(board_.w, board_.version);
+      g.collect(stats);
+      s_.env_steps += static_cast<long long>(stats.T) * stats.B;
+      learn_on(stats, 0);
+    }
+    return;
+  }
+#endif
   Chunk c;
   c.allocate(al_.chunk_len, Bk_, spec_.obs_dim, static_cast<int>(session_->info.act_width),
              static_cast<size_t>(session_->info.state_size));
@@ -442,7 +577,7 @@ TrainSummary Run::go() {
   publish_weights();
   if (!session_->device_note.empty()) log_ << session_->device_note << std::endl;
   log_ << "training " << exp_.section("policy").get<std::string>("type", "mamba1") << " on "
-       << spec_.id << ": " << num_envs_ << " envs, " << session_->info.num_params << " params, "
+       << spec_.id << ": " << num_envs_ << " envs on the " << (gpu_envs_ ? "GPU" : "CPU") << ", " << session_->info.num_params << " params, "
        << (rt_.sync ? "sync" : std::to_string(K_) + " actor threads") << ", device " << session_->device
        // The plugin runs both roles on the device it was given (plugin/engine_roles.hpp).
        << (session_->device == "cuda" ? " (actors and learner)" : "") << ", dtype " << rt_.dtype

@@ -1,0 +1,45 @@
+// The learner half of a PPO update on a DeviceChunk (env.backend: cuda):
+// epochs × minibatches with the shared schedule of tools/learner_loop.hpp
+// (same shuffle RNG and order as the host LearnerLoop), each minibatch
+// gathered on the device (kernels/gather_columns.cuh) and handed to the
+// plugin's train_step as CUDA views (ABI 4), so the chunk never leaves the
+// GPU. Rewards are already scaled and GAE already computed by the rollout graph.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "kernels/device_buffer.cuh"
+#include "kernels/rng.hpp"
+#include "plugin/plugin_host.hpp"
+#include "tools/device_rollout.hpp"
+#include "tools/experiment.hpp"
+#include "tools/learner_loop.hpp"
+
+namespace mambarl {
+
+class DeviceLearner {
+ public:
+  // Buffers sized for chunks shaped like `shape` (B divisible by algo.minibatches); seeded like LearnerLoop.
+  DeviceLearner(PolicyHandle& policy, const AlgoConfig& algo, uint64_t seed, const DeviceChunk& shape);
+  // Runs on `stream` (the rollout's, so the chunk is complete); every
+  // train_step waits for its minibatch's gather.
+  UpdateStats learn(const DeviceChunk& c, cudaStream_t stream, double lr);
+  Rng& rng() { return rng_; }  // minibatch shuffling; saved in checkpoints
+
+ private:
+  PolicyHandle& policy_;
+  AlgoConfig algo_;
+  Rng rng_;
+  std::vector<int> order_;      // (B) shuffled columns
+  int Bm_;
+  PinnedBuffer<int> cols_h_;    // (Bm) this minibatch's columns, staged for the upload
+  DeviceBuffer<int> cols_;      // (Bm)
+  // One minibatch, gathered (T, Bm, ...) time-major.
+  DeviceBuffer<float> obs_, actions_, logp_, adv_, ret_;
+  DeviceBuffer<uint8_t> starts_;
+  DeviceBuffer<float> init_state_;  // (Bm, S)
+};
+
+}  // namespace mambarl

@@ -1,0 +1,95 @@
+// GPU-resident rollouts (env.backend: cuda): a DeviceRollout steps a
+// GpuVecEnv with its actor entirely on the device. One CUDA graph per chunk
+// holds all T steps (obs and starts into the chunk, actor step, env step with
+// auto-reset, V(final obs), the per-step record), then V(obs after the
+// chunk), reward scaling and GAE, so a chunk is one graph launch with no host
+// round trip. After the replay the host reads back only what its statistics
+// need (done flags, episode returns and lengths) and env.check_actions().
+//
+// The same steps as RolloutWorker::collect (tools/rollout.cpp), with one
+// difference in work, not in results: V(final obs) is evaluated for every
+// env at every step (a graph cannot branch on data), where the CPU path only
+// peeks when some env was truncated; that is one extra value-only actor pass
+// per step.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "envs/gpu_vec_env.hpp"
+#include "kernels/cuda_handles.cuh"
+#include "kernels/device_buffer.cuh"
+#include "plugin/plugin_host.hpp"
+#include "policy/cuda_graph.hpp"
+#include "tools/experiment.hpp"
+#include "tools/rollout.hpp"
+
+namespace mambarl {
+
+// A (T, B) chunk in device memory: what tools/rollout.hpp's Chunk holds, plus
+// the per-step episode records the host reads back.
+struct DeviceChunk {
+  int T = 0, B = 0, obs_dim = 0, act_width = 0;
+  size_t state_size = 0;
+  DeviceBuffer<float> obs;                            // (T, B, obs_dim)
+  DeviceBuffer<float> actions;                        // (T, B, act_width)
+  DeviceBuffer<float> logp, values, rewards;          // (T, B)
+  DeviceBuffer<uint8_t> starts, terminated, truncated;  // (T, B)
+  DeviceBuffer<float> final_values;                   // (T, B) V(final obs) where truncated, else 0
+  DeviceBuffer<float> next_values;                    // (B)    V(obs after the chunk)
+  DeviceBuffer<float> initial_state;                  // (B, state_size)
+  DeviceBuffer<float> advantages, returns;            // (T, B)
+  DeviceBuffer<float> episode_return;                 // (T, B) where done, else 0
+  DeviceBuffer<int32_t> episode_length;               // (T, B) where done, else 0
+
+  DeviceChunk(int T, int B, int obs_dim, int act_width, size_t state_size);
+};
+
+class DeviceRollout {
+ public:
+  // actor: on the GPU (its enqueue_* calls are what the graph records).
+  // Resets the envs from env_seed; the first step of the run starts an episode.
+  DeviceRollout(std::unique_ptr<GpuVecEnv> env, std::unique_ptr<ActorHandle> actor, uint64_t env_seed,
+                int chunk_len, const AlgoConfig& algo, size_t state_size);
+
+  GpuVecEnv& env() { return *env_; }
+  ActorHandle& actor() { return *actor_; }
+  cudaStream_t stream() const { return stream_.get(); }
+  const DeviceChunk& chunk() const { return chunk_; }
+
+  // Replays the chunk graph with the actor's current weights (captured on
+  // the first call) and waits for it. `stats` gets T, B, worker 0, the
+  // policy version and the episodes that ended, in (t, b) order as the CPU
+  // worker records them; its (T, B) arrays are not used.
+  void collect(Chunk& stats);
+
+  // What a bit-exact resume needs besides env and actor state (synchronous).
+  std::vector<float> obs() const;  // (B, obs_dim) the next observation
+  std::vector<uint8_t> starts() const;  // (B) the next episode_start flags
+  void set_starts(const std::vector<uint8_t>& starts);
+  // RewardScaler::state()'s layout for one worker: mean, var, count, G (B).
+  std::vector<double> reward_scaler_state() const;
+  void set_reward_scaler_state(const std::vector<double>& s);
+
+ private:
+  void record(cudaStream_t s);
+
+  std::unique_ptr<GpuVecEnv> env_;
+  std::unique_ptr<ActorHandle> actor_;
+  AlgoConfig algo_;
+  int B_, O_;
+  CudaStream stream_;
+  DeviceChunk chunk_;
+  DeviceBuffer<uint8_t> starts_;     // (B) episode_start of the next step
+  DeviceBuffer<float> peek_;         // (B) V(final obs) of the current step
+  DeviceBuffer<double> scaler_;      // (3 + B) mean, var, count, G
+  PinnedBuffer<uint8_t> terminated_h_, truncated_h_;  // (T, B)
+  PinnedBuffer<float> episode_return_h_;               // (T, B)
+  PinnedBuffer<int32_t> episode_length_h_;             // (T, B)
+  CudaGraph graph_{"device rollout chunk"};
+};
+
+}  // namespace mambarl
