@@ -327,3 +327,61 @@ BOOST_AUTO_TEST_CASE(cuda_without_a_gpu_falls_back_to_the_cpu_and_trains) {
   }
   fs::remove_all(dir);
 }
+
+// env.backend: cuda needs the policy on the GPU, the synchronous loop and an
+// env type with a CUDA version; each mistake is a ConfigError naming the keys
+// involved, raised before any GPU work (this suite hides every GPU, so the
+// checks cannot depend on one). runtime.device: auto that lands on the CPU
+// runs the envs there too, after one line saying so.
+BOOST_AUTO_TEST_CASE(env_backend_cuda_config_errors) {
+  const fs::path dir = temp_dir("env_backend");
+  const std::string path = (dir / "tiny.yaml").string();
+  std::ofstream(path) << "env: {type: cartpole, num_envs: 4, backend: cuda}\n"
+                         "policy: {type: mamba1, d_model: 8, n_layers: 1, d_state: 4}\n"
+                         "algo: {total_env_steps: 64, chunk_len: 8, epochs: 1, minibatches: 2}\n";
+  const auto run = [&](std::vector<std::string> overrides) {
+    overrides.push_back(std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN);
+    overrides.push_back("runtime.out_dir=" + (dir / "out").string());
+    std::ostringstream log;
+    run_training(load_experiment(path, overrides), TrainOptions{}, log);
+    return log.str();
+  };
+  const auto names = [](std::initializer_list<const char*> words) {
+    return [words](const ConfigError& e) {
+      const std::string w = e.what();
+      BOOST_TEST_MESSAGE(w);
+      for (const char* word : words)
+        if (w.find(word) == std::string::npos) return false;
+      return true;
+    };
+  };
+  BOOST_CHECK_EXCEPTION(run({"runtime.device=cpu"}), ConfigError, names({"env.backend", "runtime.device", "cpu"}));
+  BOOST_CHECK_EXCEPTION(run({"runtime.device=cuda", "runtime.sync=false"}), ConfigError,
+                        names({"runtime.sync", "env.backend"}));
+  BOOST_CHECK_EXCEPTION(run({"runtime.device=cuda", "env.backend=gpu"}), ConfigError,
+                        names({"env.backend", "'gpu' is not one of cpu, cuda"}));
+  // No GPU is visible here, so cuda resolves to the CPU: an error, not a silent CPU-env run.
+  BOOST_CHECK_EXCEPTION(run({"runtime.device=cuda"}), ConfigError, names({"env.backend", "runtime.device"}));
+  // A plugin's env type has no CUDA version.
+  std::ofstream(path) << "env: {type: coin_guess, num_envs: 4, length: 5, backend: cuda}\n"
+                         "policy: {type: mlp, d_model: 8, n_layers: 1}\n"
+                         "algo: {total_env_steps: 64, chunk_len: 8, epochs: 1, minibatches: 2}\n";
+  BOOST_CHECK_EXCEPTION(
+      run({"runtime.device=cuda", std::string("runtime.extra_plugins=[") + MAMBARL_TEST_ENV_PLUGIN + "]"}),
+      ConfigError, names({"env.type", "coin_guess", "no CUDA version"}));
+  // ... while backend: cpu reaches the plugin env without the runner's key.
+  std::ofstream(path) << "env: {type: coin_guess, num_envs: 4, length: 5, backend: cpu}\n"
+                         "policy: {type: mlp, d_model: 8, n_layers: 1}\n"
+                         "algo: {total_env_steps: 64, chunk_len: 8, epochs: 1, minibatches: 2}\n";
+  BOOST_TEST(run({std::string("runtime.extra_plugins=[") + MAMBARL_TEST_ENV_PLUGIN + "]"}).find(" envs on the CPU,") !=
+             std::string::npos);
+  // auto without a GPU: CPU envs, said once.
+  std::ofstream(path) << "env: {type: cartpole, num_envs: 4, backend: cuda}\n"
+                         "policy: {type: mamba1, d_model: 8, n_layers: 1, d_state: 4}\n"
+                         "algo: {total_env_steps: 64, chunk_len: 8, epochs: 1, minibatches: 2}\n";
+  const std::string text = run({"runtime.device=auto"});
+  const std::string line = "env.backend: cuda, but runtime.device: auto chose the CPU: the envs run on the CPU\n";
+  BOOST_TEST(text.find(line) != std::string::npos);
+  BOOST_TEST(text.find(" envs on the CPU,") != std::string::npos);
+  fs::remove_all(dir);
+}

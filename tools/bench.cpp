@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "tools/bench_train_gpu.hpp"
 #endif
 #include "tools/experiment.hpp"
+#include "tools/svg_plot.hpp"
 #include "tools/trainer.hpp"
 
 namespace mambarl {
@@ -174,17 +176,26 @@ std::vector<Progress> read_progress(const std::filesystem::path& csv) {
   return rows;
 }
 
-// Whole runner (envs on the CPU, actor and learner on `device`), sync mode,
-// for `updates` updates of chunk_len 32. Besides the whole run's rate, the
-// steady state: env steps per second between the end of update `warmup` and
-// the last one, which leaves out start-up (plugin load, model init, graph
+// One end-to-end measurement: its JSON object, and what the plot needs.
+struct E2eResult {
+  std::string env, policy, env_backend;
+  int num_envs = 0;
+  double steady_env_steps_per_s = 0;
+  std::string json;
+};
+
+// Whole runner (actor and learner on `device`, envs on `env_backend`), sync
+// mode, for `updates` updates of chunk_len 32. Besides the whole run's rate,
+// the steady state: env steps per second between the end of update `warmup`
+// and the last one, which leaves out start-up (plugin load, model init, graph
 // captures, the first update's lazy CUDA setup).
-std::string bench_e2e(const std::string& env, const std::string& type, int num_envs,
-                      const std::string& device, int updates, int warmup) {
+E2eResult bench_e2e(const std::string& env, const std::string& type, int num_envs, const std::string& device,
+                    const std::string& env_backend, int updates, int warmup) {
   MAMBARL_CHECK(updates > warmup && warmup >= 1,
                 "bench e2e: need more updates (" << updates << ") than warm-up updates (" << warmup << ")");
   const auto dir = std::filesystem::temp_directory_path() /
-                   ("mambarl_bench_" + env + "_" + type + "_" + device + "_" + std::to_string(num_envs));
+                   ("mambarl_bench_" + env + "_" + type + "_" + device + "_" + env_backend + "_" +
+                    std::to_string(num_envs));
   // The run's folder goes whatever happens below (a failed check included).
   struct RemoveOnExit {
     std::filesystem::path p;
@@ -195,7 +206,7 @@ std::string bench_e2e(const std::string& env, const std::string& type, int num_e
   } cleanup{dir};
   constexpr int kChunk = 32;
   std::ostringstream y;
-  y << "env: {type: " << env << ", num_envs: " << num_envs << "}\n"
+  y << "env: {type: " << env << ", num_envs: " << num_envs << ", backend: " << env_backend << "}\n"
     << "policy: {type: " << type << ", d_model: 64, n_layers: 2}\n"
     << "algo: {total_env_steps: " << static_cast<long long>(updates) * num_envs * kChunk
     << ", chunk_len: " << kChunk << ", epochs: 1, minibatches: 1}\n"
@@ -208,31 +219,48 @@ std::string bench_e2e(const std::string& env, const std::string& type, int num_e
   const bool on_gpu = sink.str().find(", device cuda (actors and learner),") != std::string::npos;
   MAMBARL_CHECK(device != "cuda" || on_gpu, "bench e2e --device cuda: the run did not train on the GPU:\n"
                                                 << sink.str());
+  const bool envs_on_gpu = sink.str().find(" envs on the GPU,") != std::string::npos;
+  MAMBARL_CHECK(envs_on_gpu == (env_backend == "cuda"),
+                "bench e2e: env.backend " << env_backend << " but the envs ran elsewhere:\n" << sink.str());
   const std::vector<Progress> rows = read_progress(dir / "metrics.csv");
   MAMBARL_CHECK(static_cast<int>(rows.size()) > warmup,
                 "bench e2e: " << rows.size() << " updates logged, warm-up is " << warmup);
   const Progress& a = rows[static_cast<size_t>(warmup - 1)];
   const Progress& b = rows.back();
+  E2eResult r{env, type, env_backend, num_envs, (b.env_steps - a.env_steps) / (b.wall_s - a.wall_s), ""};
   std::ostringstream os;
   os << "{\"env\":\"" << env << "\",\"policy\":\"" << type << "\",\"device\":\"" << device
-     << "\",\"num_envs\":" << num_envs << ",\"d_model\":64,\"n_layers\":2,\"chunk_len\":" << kChunk
-     << ",\"updates\":" << rows.size() << ",\"env_steps\":" << s.env_steps << ",\"wall_s\":" << s.wall_s
+     << "\",\"env_backend\":\"" << env_backend << "\",\"num_envs\":" << num_envs
+     << ",\"d_model\":64,\"n_layers\":2,\"chunk_len\":" << kChunk << ",\"updates\":" << rows.size()
+     << ",\"env_steps\":" << s.env_steps << ",\"wall_s\":" << s.wall_s
      << ",\"env_steps_per_s\":" << s.env_steps / s.wall_s << ",\"warmup_updates\":" << warmup
-     << ",\"steady_env_steps_per_s\":" << (b.env_steps - a.env_steps) / (b.wall_s - a.wall_s) << "}";
-  return os.str();
+     << ",\"steady_env_steps_per_s\":" << r.steady_env_steps_per_s << "}";
+  r.json = os.str();
+  return r;
 }
 
-void emit_e2e(std::ostream& out, const std::string& key, const std::vector<int>& num_envs,
-              const std::string& device, int updates, int warmup) {
-  out << "\"" << key << "\":[";
-  bool first = true;
+void emit_e2e(std::ostream& out, bool& first, std::vector<E2eResult>& results, const std::vector<int>& num_envs,
+              const std::string& device, const std::string& env_backend, int updates, int warmup) {
   for (int n : num_envs)
     for (const char* env : {"cartpole", "stateless_cartpole"})
       for (const char* t : {"mamba1", "mamba3"}) {
-        out << (first ? "\n  " : ",\n  ") << bench_e2e(env, t, n, device, updates, warmup);
+        results.push_back(bench_e2e(env, t, n, device, env_backend, updates, warmup));
+        out << (first ? "\n  " : ",\n  ") << results.back().json;
         first = false;
       }
-  out << "]";
+}
+
+// Steady-state env-steps/s against log10(num_envs), one series per (env, policy, env backend).
+void plot_e2e(const std::string& path, const std::vector<E2eResult>& results) {
+  std::vector<PlotSeries> series;
+  for (const E2eResult& r : results) {
+    const std::string name = r.env + " / " + r.policy + " / " + r.env_backend + " envs";
+    auto it = std::find_if(series.begin(), series.end(), [&](const PlotSeries& p) { return p.name == name; });
+    if (it == series.end()) it = series.insert(series.end(), PlotSeries{name, {}});
+    it->points.emplace_back(std::log10(static_cast<double>(r.num_envs)), r.steady_env_steps_per_s);
+  }
+  write_line_plot_svg(path, "mambarl bench e2e: training throughput", "log10(num_envs)",
+                      "env-steps/s (steady state)", series);
 }
 
 template <typename F>
@@ -248,12 +276,16 @@ int run_bench(int argc, char** argv, std::ostream& out) {
   const std::string what = argc >= 1 ? argv[0] : "";
   const char* usage =
       "usage: mambarl bench rollout|train|e2e [--device cpu|cuda] [--reps N]\n"
+      "                     [--env-backend cpu|cuda|both] [--plot FILE.svg]   (e2e only)\n"
       "  rollout: T=1 actor step (us/step, heap allocations per step; --device cuda: the GPU actor's graph)\n"
       "  train:   chunk forward, forward+backward and whole PPO update (ms; --device cuda: the GPU\n"
       "           learner's captured update, graph and eager, for every policy with a GPU engine)\n"
-      "  e2e:     the training runner end to end, sync mode, CPU envs (env-steps/s, whole run and steady\n"
-      "           state after warm-up; --reps: updates per run; --device cuda: actor and learner on the\n"
-      "           GPU at 1024 and 4096 envs, beside the CPU at 1024)\n"
+      "  e2e:     the training runner end to end, sync mode (env-steps/s, whole run and steady state after\n"
+      "           warm-up; --reps: updates per run) for cartpole and stateless_cartpole x mamba1 and mamba3\n"
+      "           (d_model 64, 2 layers). --device cuda: actor and learner on the GPU, envs per\n"
+      "           --env-backend (default both): cpu envs at 1024/4096/16384, GPU-resident envs at\n"
+      "           1024/4096/16384/65536, beside the all-CPU runner at 1024. --plot: env-steps/s against\n"
+      "           num_envs per series as an SVG\n"
       "  Prints one JSON object on stdout.\n"
       "usage: mambarl bench soak [config.yaml] [--minutes M] [--sample-s S] [--out plot.svg] [key=value ...]\n"
       "  soak:    the async actor-learner loop for M minutes (default 10): resident and device memory\n"
@@ -264,12 +296,14 @@ int run_bench(int argc, char** argv, std::ostream& out) {
     return 0;
   }
   if (what == "soak") return run_soak(argc - 1, argv + 1, out);
-  std::string device = "cpu";
+  std::string device = "cpu", env_backend, plot;
   int reps = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if ((a == "--device") && i + 1 < argc) device = argv[++i];
     else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
+    else if (a == "--env-backend" && i + 1 < argc) env_backend = argv[++i];
+    else if (a == "--plot" && i + 1 < argc) plot = argv[++i];
     else if (a == "--help" || a == "-h") {
       out << usage;
       return 0;
@@ -278,16 +312,41 @@ int run_bench(int argc, char** argv, std::ostream& out) {
   MAMBARL_CHECK(what == "rollout" || what == "train" || what == "e2e",
                 "bench: expected rollout, train, e2e or soak, got '" << what << "'");
   MAMBARL_CHECK(device == "cpu" || device == "cuda", "bench: --device must be cpu or cuda, got '" << device << "'");
+  MAMBARL_CHECK(what == "e2e" || (env_backend.empty() && plot.empty()),
+                "bench " << what << ": --env-backend and --plot are for e2e only");
+  if (env_backend.empty()) env_backend = device == "cuda" ? "both" : "cpu";
+  MAMBARL_CHECK(env_backend == "cpu" || env_backend == "cuda" || env_backend == "both",
+                "bench e2e: --env-backend must be cpu, cuda or both, got '" << env_backend << "'");
+  MAMBARL_CHECK(device == "cuda" || env_backend == "cpu",
+                "bench e2e: --env-backend " << env_backend << " needs --device cuda (GPU envs feed a GPU actor)");
+  std::vector<E2eResult> e2e;
   if (device == "cuda") {
 #if defined(MAMBARL_HAVE_CUDA)
     if (what == "e2e") {
-      // The envs step on the CPU (one thread, sync mode); actor and learner on the GPU.
-      // Built whole before printing: a run that cannot use the GPU fails with no half-written JSON.
+      // Actor and learner on the GPU; CPU envs step on one host thread (sync
+      // mode), GPU envs inside the rollout graph. Built whole before printing:
+      // a run that cannot use the GPU fails with no half-written JSON.
       std::ostringstream json;
-      json << "{\"bench\":\"e2e\",\"device\":\"cuda\",\"envs_on\":\"cpu\",\"mode\":\"sync\",";
-      emit_e2e(json, "results", {1024, 4096}, "cuda", reps ? reps : 12, 2);
-      json << ",\n";
-      emit_e2e(json, "cpu_baseline", {1024}, "cpu", 4, 1);
+      json << "{\"bench\":\"e2e\",\"device\":\"cuda\",\"mode\":\"sync\",\"env_backend\":\"" << env_backend
+           << "\",\"results\":[";
+      bool first = true;
+      if (env_backend != "cuda") emit_e2e(json, first, e2e, {1024, 4096, 16384}, "cuda", "cpu", reps ? reps : 12, 2);
+      if (env_backend != "cpu")
+        emit_e2e(json, first, e2e, {1024, 4096, 16384, 65536}, "cuda", "cuda", reps ? reps : 12, 2);
+      json << "],\n";
+      if (env_backend != "cuda")
+        json << "\"cpu_envs_65536\":\"left out: in sync mode one host thread steps every CPU env and copies "
+                "obs and actions through the GPU each step, so 65536 CPU envs measure that thread, not the "
+                "runner; GPU-resident envs are the path for that size\",\n";
+      json << "\"cpu_baseline\":[";
+      first = true;
+      std::vector<E2eResult> baseline;
+      emit_e2e(json, first, baseline, {1024}, "cpu", "cpu", 4, 1);
+      json << "]";
+      if (!plot.empty()) {
+        plot_e2e(plot, e2e);
+        json << ",\"plot\":\"" << plot << "\"";
+      }
       out << json.str() << "}" << std::endl;
       return 0;
     }
@@ -310,7 +369,14 @@ int run_bench(int argc, char** argv, std::ostream& out) {
     for (const char* t : {"mamba1", "mamba3", "gru", "mlp"}) shapes.push_back({t, 64, 128, 2, 64});
     emit_list(out, "results", shapes, [&](const Shape& s) { return bench_train_cpu(s, reps ? reps : 10); });
   } else {
-    emit_e2e(out, "results", {64}, "cpu", reps ? reps : 8, 2);
+    out << "\"results\":[";
+    bool first = true;
+    emit_e2e(out, first, e2e, {64}, "cpu", "cpu", reps ? reps : 8, 2);
+    out << "]";
+    if (!plot.empty()) {
+      plot_e2e(plot, e2e);
+      out << ",\"plot\":\"" << plot << "\"";
+    }
   }
   out << "}" << std::endl;
   return 0;
