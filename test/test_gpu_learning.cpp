@@ -45,4 +45,34 @@ BOOST_AUTO_TEST_CASE(stateless_cartpole_mamba1_on_cuda_learns) {
   check_learns_on_cuda("stateless_cartpole_mamba1", 0.8);
 }
 
+// Envs on the GPU too (env.backend: cuda, tools/device_rollout.hpp): the
+// fast-solve config, whose wall time is the headline number.
+BOOST_AUTO_TEST_CASE(cartpole_mamba1_with_gpu_envs_solves_cartpole) {
+  require_gpu();
+  const auto dir = out_dir("gpu_envs_cartpole_mamba1_gpu");
+  std::string log;
+  const TrainSummary s = train("cartpole_mamba1_gpu", dir, {}, false, &log);
+  BOOST_TEST_MESSAGE("cartpole_mamba1_gpu (GPU envs): mean return " << s.mean_return << " after " << s.env_steps
+                                                                   << " steps, wall " << s.wall_s << " s");
+  BOOST_TEST(log.find(" envs on the GPU, ") != std::string::npos);
+  BOOST_CHECK_MESSAGE(s.mean_return >= 475.0, "cartpole_mamba1_gpu: mean return " << s.mean_return << " < 475");
+  std::filesystem::remove_all(dir);
+}
+
+// The CPU suite's memory-task run, unchanged but for where the envs step.
+BOOST_AUTO_TEST_CASE(stateless_cartpole_mamba1_with_gpu_envs_learns) {
+  require_gpu();
+  const auto dir = out_dir("gpu_envs_stateless_cartpole_mamba1");
+  std::string log;
+  const TrainSummary s =
+      train("stateless_cartpole_mamba1", dir, {"runtime.device=cuda", "env.backend=cuda"}, false, &log);
+  BOOST_TEST_MESSAGE("stateless_cartpole_mamba1 (GPU envs): mean return " << s.mean_return << " after "
+                                                                         << s.env_steps << " steps, wall " << s.wall_s
+                                                                         << " s");
+  BOOST_TEST(log.find(" envs on the GPU, ") != std::string::npos);
+  BOOST_CHECK_MESSAGE(s.mean_return >= 0.8, "stateless_cartpole_mamba1 with GPU envs: mean return " << s.mean_return
+                                                                                                  << " < 0.8");
+  std::filesystem::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

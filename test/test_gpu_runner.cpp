@@ -1,0 +1,300 @@
+// The GPU-resident runner path (env.backend: cuda; label gpu): the runner's
+// kernels against their CPU twins (GAE, reward scaling, minibatch gather), a
+// DeviceRollout chunk against the CPU worker's chunk from the same seeds, and
+// stop + resume == uninterrupted with GPU envs. Skipped without a CUDA device
+// unless MAMBARL_REQUIRE_GPU=1.
+#define BOOST_TEST_MODULE gpu_runner
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "envs/gpu_vec_env.hpp"
+#include "kernels/device_buffer.cuh"
+#include "kernels/gae.cuh"
+#include "kernels/gather_columns.cuh"
+#include "kernels/reward_scale.cuh"
+#include "test/gpu_test_util.hpp"
+#include "test/train_util.hpp"
+#include "tools/device_rollout.hpp"
+#include "tools/gae.hpp"
+#include "tools/policy_session.hpp"
+#include "tools/reward_scaler.hpp"
+#include "tools/rollout.hpp"
+
+using namespace mambarl;
+using namespace mambarl::test;
+namespace fs = std::filesystem;
+namespace utf = boost::unit_test;
+
+BOOST_AUTO_TEST_SUITE(gpu_runner, *utf::precondition(gpu_or_required))
+
+namespace {
+
+template <typename T>
+DeviceBuffer<T> upload(const std::vector<T>& h) {
+  DeviceBuffer<T> d(h.size());
+  MAMBARL_CUDA_CHECK(cudaMemcpy(d.data(), h.data(), d.bytes(), cudaMemcpyHostToDevice));
+  return d;
+}
+
+template <typename T>
+std::vector<T> download(const DeviceBuffer<T>& d) {
+  std::vector<T> h(d.size());
+  MAMBARL_CUDA_CHECK(cudaMemcpy(h.data(), d.data(), d.bytes(), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+// Random (T, B) episode flags: terminations, truncations, and both at once.
+struct Flags {
+  std::vector<uint8_t> term, trunc;
+};
+Flags random_flags(size_t n, std::mt19937& g) {
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  Flags f{std::vector<uint8_t>(n), std::vector<uint8_t>(n)};
+  for (size_t i = 0; i < n; ++i) {
+    const float x = u(g);
+    f.term[i] = x < 0.05f || (x > 0.99f);
+    f.trunc[i] = (x >= 0.05f && x < 0.08f) || (x > 0.99f);
+  }
+  return f;
+}
+
+std::vector<float> random_floats(size_t n, std::mt19937& g, float mean, float sd) {
+  std::normal_distribution<float> d(mean, sd);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(g);
+  return v;
+}
+
+// |a - b| <= tol · max(1, |b|) elementwise; NaN never passes.
+template <typename T>
+void check_close(const std::vector<T>& a, const std::vector<T>& b, double tol, const char* what) {
+  BOOST_REQUIRE_EQUAL(a.size(), b.size());
+  size_t bad = 0, first = a.size();
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = static_cast<double>(a[i]), y = static_cast<double>(b[i]);
+    if (!(std::abs(x - y) <= tol * std::max(1.0, std::abs(y)))) {
+      if (!bad) first = i;
+      ++bad;
+    }
+  }
+  BOOST_CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << a.size() << " differ beyond " << tol
+                                     << (bad ? ", first at " + std::to_string(first) + ": " +
+                                                   std::to_string(static_cast<double>(a[first])) + " vs " +
+                                                   std::to_string(static_cast<double>(b[first]))
+                                             : std::string()));
+}
+
+}  // namespace
+
+// B = 300 is not a multiple of the block size, so the tail block is exercised.
+BOOST_AUTO_TEST_CASE(device_gae_matches_compute_gae) {
+  require_gpu();
+  std::mt19937 g(3);
+  for (const int T : {1, 17}) {
+    const int B = 300;
+    const size_t n = static_cast<size_t>(T) * B;
+    const std::vector<float> r = random_floats(n, g, 0.5f, 1.f), v = random_floats(n, g, 0.f, 2.f),
+                             fv = random_floats(n, g, 0.f, 2.f), nv = random_floats(B, g, 0.f, 2.f);
+    const Flags f = random_flags(n, g);
+    std::vector<float> adv(n), ret(n);
+    compute_gae(GaeInputs{T, B, r.data(), v.data(), f.term.data(), f.trunc.data(), fv.data(), nv.data()}, 0.99, 0.95,
+                adv.data(), ret.data());
+    auto dr = upload(r), dv = upload(v), dfv = upload(fv), dnv = upload(nv);
+    auto dterm = upload(f.term), dtrunc = upload(f.trunc);
+    DeviceBuffer<float> dadv(n), dret(n);
+    cuda::GaeArgs a;
+    a.T = T, a.B = B, a.rewards = dr.data(), a.values = dv.data(), a.terminated = dterm.data();
+    a.truncated = dtrunc.data(), a.final_values = dfv.data(), a.next_values = dnv.data();
+    a.advantages = dadv.data(), a.returns = dret.data();
+    cuda::gae(a, 0.99, 0.95, nullptr);
+    // The same double arithmetic in the same order; only contraction into
+    // FMAs may differ, far below float rounding of the results.
+    check_close(download(dadv), adv, 1e-6, "advantages");
+    check_close(download(dret), ret, 1e-6, "returns");
+  }
+}
+
+// Three consecutive chunks, so the running statistics and the per-env
+// returns carry over as in a run.
+BOOST_AUTO_TEST_CASE(device_reward_scaling_matches_reward_scaler) {
+  require_gpu();
+  std::mt19937 g(5);
+  const int T = 16, B = 300;
+  const size_t n = static_cast<size_t>(T) * B;
+  RewardScaler cpu(0.99, 1, B);
+  DeviceBuffer<double> state = upload(cpu.state());  // (3 + B): mean, var, count, G
+  for (int chunk = 0; chunk < 3; ++chunk) {
+    BOOST_TEST_CONTEXT("chunk " << chunk) {
+      std::vector<float> r = random_floats(n, g, 1.f, 0.5f);
+      const Flags f = random_flags(n, g);
+      auto dr = upload(r);
+      auto dterm = upload(f.term), dtrunc = upload(f.trunc);
+      cuda::RewardScaleArgs a;
+      a.T = T, a.B = B, a.rewards = dr.data(), a.terminated = dterm.data(), a.truncated = dtrunc.data();
+      a.stats = state.data(), a.returns = state.data() + 3;
+      cuda::scale_rewards(a, 0.99, nullptr);
+      cpu.scale(0, T, B, r.data(), f.term.data(), f.trunc.data());
+      // Batch-merged vs one-at-a-time Welford statistics in double differ by
+      // ~1e-13 relative, so a scaled reward differs by at most one float ulp
+      // (~6e-8 relative); 1e-6 leaves room without hiding a wrong formula
+      // (a batch variance off by one count is ~1e-4 off here).
+      check_close(download(dr), r, 1e-6, "scaled rewards");
+      const std::vector<double> dev = download(state), ref = cpu.state();
+      BOOST_TEST(dev[2] == ref[2]);  // count: exact
+      check_close(std::vector<double>(dev.begin(), dev.begin() + 2), std::vector<double>(ref.begin(), ref.begin() + 2),
+                  1e-10, "mean, var");
+      // G: the same recurrence; only FMA contraction may differ.
+      check_close(std::vector<double>(dev.begin() + 3, dev.end()), std::vector<double>(ref.begin() + 3, ref.end()),
+                  1e-12, "discounted returns");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(device_gather_matches_host_gather) {
+  require_gpu();
+  std::mt19937 g(7);
+  const int T = 5, B = 37, Bm = 11, W = 3, S = 29;
+  std::vector<int> perm(B);
+  for (int i = 0; i < B; ++i) perm[i] = i;
+  std::shuffle(perm.begin(), perm.end(), g);
+  const std::vector<int> cols(perm.begin(), perm.begin() + Bm);
+  const std::vector<float> src = random_floats(static_cast<size_t>(T) * B * W, g, 0.f, 1.f);
+  const std::vector<float> states = random_floats(static_cast<size_t>(B) * S, g, 0.f, 1.f);
+  const std::vector<uint8_t> flags = random_flags(static_cast<size_t>(T) * B, g).term;
+  std::vector<float> want(static_cast<size_t>(T) * Bm * W), want_states(static_cast<size_t>(Bm) * S);
+  std::vector<uint8_t> want_flags(static_cast<size_t>(T) * Bm);
+  for (int t = 0; t < T; ++t)
+    for (int j = 0; j < Bm; ++j) {
+      for (int w = 0; w < W; ++w) want[(t * Bm + j) * W + w] = src[(t * B + cols[j]) * W + w];
+      want_flags[t * Bm + j] = flags[t * B + cols[j]];
+    }
+  for (int j = 0; j < Bm; ++j)
+    for (int k = 0; k < S; ++k) want_states[j * S + k] = states[cols[j] * S + k];
+  auto dcols = upload(cols);
+  auto dsrc = upload(src), dstates = upload(states);
+  auto dflags = upload(flags);
+  DeviceBuffer<float> dst(want.size()), dst_states(want_states.size());
+  DeviceBuffer<uint8_t> dst_flags(want_flags.size());
+  cuda::gather_columns(T, B, Bm, W, dcols.data(), dsrc.data(), dst.data(), nullptr);
+  cuda::gather_columns(T, B, Bm, 1, dcols.data(), dflags.data(), dst_flags.data(), nullptr);
+  cuda::gather_columns(1, B, Bm, S, dcols.data(), dstates.data(), dst_states.data(), nullptr);
+  BOOST_TEST(download(dst) == want);  // a copy: exact
+  BOOST_TEST(download(dst_flags) == want_flags);
+  BOOST_TEST(download(dst_states) == want_states);
+}
+
+namespace {
+
+Experiment cartpole_experiment(int B, int T) {
+  std::ostringstream y;
+  y << "env: {type: cartpole, num_envs: " << B << "}\n"
+    << "policy: {type: mamba1, d_model: 16, n_layers: 1, d_state: 8}\n"
+    << "algo: {chunk_len: " << T << ", normalize_rewards: false}\n"
+    << "runtime: {device: cuda}\n";
+  return parse_experiment(y.str(), "<test_gpu_runner>", {std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN});
+}
+
+}  // namespace
+
+// The first chunk of a GPU-env rollout is the CPU worker's chunk from the
+// same env seed, actor seed and weights (both actors on the GPU): the same
+// actions, rewards and flags, observations within float rounding of the
+// cartpole dynamics, and the device GAE equal to compute_gae on that chunk.
+BOOST_AUTO_TEST_CASE(gpu_env_chunk_matches_cpu_env_chunk) {
+  require_gpu();
+  const int B = 256, T = 16;
+  const Experiment exp = cartpole_experiment(B, T);
+  auto session = load_plugins(exp);
+  auto cpu_env = make_vec_env(exp.section("env"));
+  create_policy(*session, exp, cpu_env->spec());
+  BOOST_REQUIRE(session->device == "cuda");
+  const int O = cpu_env->spec().obs_dim, W = static_cast<int>(session->info.act_width);
+  const size_t S = static_cast<size_t>(session->info.state_size);
+  std::vector<float> weights;
+  session->policy->get_weights(weights);
+  auto actor_cpu_env = session->policy->create_actor(B, 11), actor_gpu_env = session->policy->create_actor(B, 11);
+  actor_cpu_env->set_weights(weights, 0);
+  actor_gpu_env->set_weights(weights, 0);
+
+  RolloutWorker worker(std::move(cpu_env), std::move(actor_cpu_env), 5);
+  Chunk c;
+  c.allocate(T, B, O, W, S);
+  worker.collect(c);
+
+  DeviceRollout rollout(make_gpu_vec_env(exp.section("env")), std::move(actor_gpu_env), 5, T, exp.algo, S);
+  Chunk stats;
+  rollout.collect(stats);
+  const DeviceChunk& d = rollout.chunk();
+
+  // Cartpole's float dynamics on the device may round differently (FMA
+  // contraction) by ~1e-7 per step; 16 steps stay far below 1e-5.
+  check_close(download(d.obs), c.obs, 1e-5, "obs");
+  BOOST_TEST(download(d.actions) == c.actions);
+  BOOST_TEST(download(d.rewards) == c.rewards);
+  BOOST_TEST(download(d.terminated) == c.terminated);
+  BOOST_TEST(download(d.truncated) == c.truncated);
+  BOOST_TEST(download(d.starts) == c.starts);
+  // The same engine on inputs within 1e-5: outputs within the GPU actor's own f32 tolerance.
+  check_close(download(d.logp), c.logp, 1e-4, "logp");
+  check_close(download(d.values), c.values, 1e-4, "values");
+  check_close(download(d.final_values), c.final_values, 1e-4, "final values");
+  check_close(download(d.next_values), c.next_values, 1e-4, "next values");
+  check_close(download(d.initial_state), c.initial_state, 0.0, "initial state");  // zeros at the start
+  BOOST_TEST(stats.episode_returns == c.episode_returns);
+  BOOST_TEST(stats.episode_lengths == c.episode_lengths);
+  BOOST_TEST(!c.episode_returns.empty());  // a random cartpole policy ends episodes within 16 steps
+  BOOST_TEST(stats.T * stats.B == T * B);
+  std::vector<float> adv(c.logp.size()), ret(c.logp.size());
+  compute_gae(GaeInputs{T, B, c.rewards.data(), c.values.data(), c.terminated.data(), c.truncated.data(),
+                        c.final_values.data(), c.next_values.data()},
+              exp.algo.gamma, exp.algo.gae_lambda, adv.data(), ret.data());
+  check_close(download(d.advantages), adv, 1e-3, "advantages");  // sums of ~16 values within 1e-4 each
+  check_close(download(d.returns), ret, 1e-3, "returns");
+}
+
+// A short training run with GPU envs, stopped after 3 updates and resumed, is
+// bit for bit the run that never stopped (env state, actor state and Rng,
+// episode_start flags, the device reward scaler and the shuffle Rng all go
+// through the checkpoint); a checkpoint of a CPU-env run resumes with GPU
+// envs (the same env-state bytes and reward-scaler layout).
+BOOST_AUTO_TEST_CASE(gpu_env_training_resumes_bit_exactly) {
+  require_gpu();
+  const std::vector<std::string> budget = {"env.backend=cuda",        "env.num_envs=256",
+                                           "algo.total_env_steps=49152", "runtime.checkpoint_every=0",
+                                           "runtime.device=cuda"};
+  const auto whole = out_dir("gpu_env_whole"), split = out_dir("gpu_env_split"), from_cpu = out_dir("cpu_env_to_gpu");
+  std::string log;
+  const TrainSummary s = train("cartpole_mamba1", whole, budget, false, &log);
+  BOOST_TEST_MESSAGE(log);
+  BOOST_TEST(log.find("256 envs on the GPU, ") != std::string::npos);
+  BOOST_TEST(s.env_steps == 49152);
+  BOOST_TEST(std::isfinite(s.mean_return));
+
+  auto first = budget;
+  first.push_back("runtime.stop_after_updates=3");
+  const TrainSummary s1 = train("cartpole_mamba1", split, first);
+  BOOST_TEST(s1.env_steps == 3 * 256 * 32);
+  const TrainSummary s2 = train("cartpole_mamba1", split, budget, /*resume=*/true, &log);
+  BOOST_TEST(log.find("(bit-exact: sync mode)") != std::string::npos);
+  BOOST_TEST(s2.env_steps == s.env_steps);
+  BOOST_TEST(learner_bytes(whole / "checkpoint.safetensors") == learner_bytes(split / "checkpoint.safetensors"));
+  BOOST_TEST(metrics_without_timing(whole / "metrics.csv") == metrics_without_timing(split / "metrics.csv"));
+
+  train("cartpole_mamba1", from_cpu,
+        {"env.num_envs=256", "algo.total_env_steps=49152", "runtime.checkpoint_every=0", "runtime.device=cuda",
+         "runtime.stop_after_updates=3"});
+  const TrainSummary s3 = train("cartpole_mamba1", from_cpu, budget, /*resume=*/true, &log);
+  BOOST_TEST(log.find("256 envs on the GPU, ") != std::string::npos);
+  BOOST_TEST(s3.env_steps == s.env_steps);
+  BOOST_TEST(std::isfinite(s3.mean_return));
+  for (const auto& dir : {whole, split, from_cpu}) fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
