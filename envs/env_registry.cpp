@@ -60,7 +60,7 @@ void check_env_keys(const ConfigNode& env_cfg, std::initializer_list<const char*
 
 std::string env_backend(const ConfigNode& env_cfg) {
   const std::string b = env_cfg.get<std::string>("backend", "cpu");
-  if (b != "cpu" && b != "cuda") env_cfg.fail("backend", "'" + b + "' is not one of cpu, cuda");
+  if (b != "cpu" && b != "cuda") env_cfg.fail("backend", "'" + b + "' is not one of cpu|cuda");
   return b;
 }
 

@@ -633,8 +633,9 @@ BOOST_AUTO_TEST_CASE(config_errors_name_file_line_and_column) {
   };
   const std::vector<Case> cases = {
       {"type: cartpole\nlenght: 3", "env.lenght: unknown key"},
-      {"type: tmaze\nlenght: 3", "unknown key (known: type, num_envs, length, step_penalty)"},
+      {"type: tmaze\nlenght: 3", "unknown key (known: type, num_envs, backend, length, step_penalty)"},
       {"type: repeat_previous\ndifficulty: extreme", "'extreme' is not one of easy|medium|hard"},
+      {"type: cartpole\nbackend: gpu", "env.backend: 'gpu' is not one of cpu|cuda"},
       {"type: cartpole\nnum_envs: 0", "env.num_envs: value 0 is out of range"},
       {"type: cartpole\nnum_envs: many", "cannot read 'many' as an integer"},
       {"type: tmaze\nlength: 0", "env.length: value 0 is out of range"},

@@ -359,7 +359,7 @@ BOOST_AUTO_TEST_CASE(env_backend_cuda_config_errors) {
   BOOST_CHECK_EXCEPTION(run({"runtime.device=cuda", "runtime.sync=false"}), ConfigError,
                         names({"runtime.sync", "env.backend"}));
   BOOST_CHECK_EXCEPTION(run({"runtime.device=cuda", "env.backend=gpu"}), ConfigError,
-                        names({"env.backend", "'gpu' is not one of cpu, cuda"}));
+                        names({"env.backend", "'gpu' is not one of cpu|cuda"}));
   // No GPU is visible here, so cuda resolves to the CPU: an error, not a silent CPU-env run.
   BOOST_CHECK_EXCEPTION(run({"runtime.device=cuda"}), ConfigError, names({"env.backend", "runtime.device"}));
   // A plugin's env type has no CUDA version.
