@@ -76,7 +76,8 @@ const std::vector<std::string>& builtin_env_types() {
 EnvPrototype builtin_env_prototype(const std::string& type, const ConfigNode& env_cfg) {
   const auto it = std::find_if(std::begin(kBuiltinTypes), std::end(kBuiltinTypes),
                                [&](const BuiltinType& b) { return type == b.type; });
-  MAMBARL_CHECK(it != std::end(kBuiltinTypes), "builtin_env_prototype: '" << type << "' is not a bundled env type");
+  MAMBARL_CHECK(it != std::end(kBuiltinTypes),
+                "builtin_env_prototype: '" << type << "' is not a bundled env type");
   return it->prototype(env_cfg);
 }
 

@@ -60,7 +60,9 @@ struct CardDeck {
   MAMBARL_HD static int feature(CardFeature f, int card) {
     return f == CardFeature::colour ? colour(card) : f == CardFeature::suit ? suit(card) : rank(card);
   }
-  MAMBARL_HD static int num_values(CardFeature f) { return f == CardFeature::colour ? 2 : f == CardFeature::suit ? 4 : 13; }
+  MAMBARL_HD static int num_values(CardFeature f) {
+    return f == CardFeature::colour ? 2 : f == CardFeature::suit ? 4 : 13;
+  }
   // Short names for render(): "b"/"r", "s"/"d"/"c"/"h", "a".."k".
   static std::string name(CardFeature f, int value) {
     static const char* const kColours[] = {"b", "r"};

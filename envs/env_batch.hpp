@@ -32,19 +32,19 @@ MAMBARL_HD inline bool is_valid_action(float a, int n) {
 // buffers); a value type, so a kernel takes it by value.
 template <typename Env>
 struct EnvBatch {
-  Env* envs;                 // (B): the state of each env's episode
-  Rng* rngs;                 // (B): env b's stream, Rng(seed, b)
-  float* obs;                // (B, obs_dim)
-  float* final_obs;          // (B, obs_dim)
-  float* reward;             // (B)
-  uint8_t* terminated;       // (B)
-  uint8_t* truncated;        // (B)
-  float* episode_return;     // (B)
-  int32_t* episode_length;   // (B)
-  double* running_return;    // (B): of the episode in progress
-  int32_t* running_length;   // (B)
+  Env* envs;                // (B): the state of each env's episode
+  Rng* rngs;                // (B): env b's stream, Rng(seed, b)
+  float* obs;               // (B, obs_dim)
+  float* final_obs;         // (B, obs_dim)
+  float* reward;            // (B)
+  uint8_t* terminated;      // (B)
+  uint8_t* truncated;       // (B)
+  float* episode_return;    // (B)
+  int32_t* episode_length;  // (B)
+  double* running_return;   // (B): of the episode in progress
+  int32_t* running_length;  // (B)
   int obs_dim;
-  int max_episode_steps;     // 0: no time limit
+  int max_episode_steps;  // 0: no time limit
 
   // Starts env b's stream and first episode; its outputs read "nothing happened".
   MAMBARL_HD void reset_env(int b, uint64_t seed) const {

@@ -74,7 +74,8 @@ __global__ void step_kernel(EnvBatch<Env> batch, int B, int num_actions, const f
 
 template <typename Env>
 class GpuBatchedEnv final : public GpuVecEnv {
-  static_assert(std::is_trivially_copyable_v<Env>, "env state is copied to the device and saved as raw bytes");
+  static_assert(std::is_trivially_copyable_v<Env>,
+                "env state is copied to the device and saved as raw bytes");
 
  public:
   GpuBatchedEnv(const Env& prototype, int num_envs)
@@ -136,7 +137,8 @@ class GpuBatchedEnv final : public GpuVecEnv {
     MAMBARL_CUDA_CHECK(cudaMemcpyAsync(&key, invalid_.data(), sizeof key, cudaMemcpyDeviceToHost, s));
     MAMBARL_CUDA_CHECK(cudaStreamSynchronize(s));
     if (key == gpu_env::kNoInvalidAction) return;
-    MAMBARL_CUDA_CHECK(cudaMemsetAsync(invalid_.data(), 0xFF, invalid_.bytes(), s));  // cleared for the next check
+    MAMBARL_CUDA_CHECK(
+        cudaMemsetAsync(invalid_.data(), 0xFF, invalid_.bytes(), s));  // cleared for the next check
     const int b = static_cast<int>(key >> 32);
     const uint32_t bits = static_cast<uint32_t>(key & 0xFFFFFFFFull);
     float a = 0.0f;
@@ -207,25 +209,26 @@ class GpuBatchedEnv final : public GpuVecEnv {
   }
 
   EnvBatch<Env> view() const {
-    return {envs_.data(),           rngs_.data(),           obs_.data(),           final_obs_.data(),
-            reward_.data(),         terminated_.data(),     truncated_.data(),     episode_return_.data(),
-            episode_length_.data(), running_return_.data(), running_length_.data(), spec_.obs_dim,
+    return {envs_.data(),           rngs_.data(),           obs_.data(),
+            final_obs_.data(),      reward_.data(),         terminated_.data(),
+            truncated_.data(),      episode_return_.data(), episode_length_.data(),
+            running_return_.data(), running_length_.data(), spec_.obs_dim,
             spec_.max_episode_steps};
   }
 
   EnvSpec spec_;
   int B_;
-  DeviceBuffer<Env> envs_;                 // (B)
-  DeviceBuffer<Rng> rngs_;                 // (B): env b's stream, Rng(seed, b)
-  DeviceBuffer<float> obs_;                // (B, obs_dim)
-  DeviceBuffer<float> final_obs_;          // (B, obs_dim)
-  DeviceBuffer<float> reward_;             // (B)
-  DeviceBuffer<uint8_t> terminated_;       // (B)
-  DeviceBuffer<uint8_t> truncated_;        // (B)
-  DeviceBuffer<float> episode_return_;     // (B)
-  DeviceBuffer<int32_t> episode_length_;   // (B)
-  DeviceBuffer<double> running_return_;    // (B): of the episode in progress
-  DeviceBuffer<int32_t> running_length_;   // (B)
+  DeviceBuffer<Env> envs_;                    // (B)
+  DeviceBuffer<Rng> rngs_;                    // (B): env b's stream, Rng(seed, b)
+  DeviceBuffer<float> obs_;                   // (B, obs_dim)
+  DeviceBuffer<float> final_obs_;             // (B, obs_dim)
+  DeviceBuffer<float> reward_;                // (B)
+  DeviceBuffer<uint8_t> terminated_;          // (B)
+  DeviceBuffer<uint8_t> truncated_;           // (B)
+  DeviceBuffer<float> episode_return_;        // (B)
+  DeviceBuffer<int32_t> episode_length_;      // (B)
+  DeviceBuffer<double> running_return_;       // (B): of the episode in progress
+  DeviceBuffer<int32_t> running_length_;      // (B)
   DeviceBuffer<unsigned long long> invalid_;  // (1): the invalid-action record (kNoInvalidAction: none)
 };
 
