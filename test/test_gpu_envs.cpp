@@ -338,6 +338,8 @@ BOOST_AUTO_TEST_CASE(an_invalid_action_is_reported_and_its_env_not_stepped) {
           BOOST_TEST(std::memcmp(before.data() + b * env_size, after.data() + b * env_size, env_size) == 0);
           const size_t rng_at = kB * env_size + b * sizeof(Rng);
           BOOST_TEST(std::memcmp(before.data() + rng_at, after.data() + rng_at, sizeof(Rng)) == 0);
+          const size_t obs_at = kB * (env_size + sizeof(Rng)) + b * O * sizeof(float);
+          BOOST_TEST(std::memcmp(before.data() + obs_at, after.data() + obs_at, O * sizeof(float)) == 0);
           for (int o = 0; o < O; ++o) BOOST_TEST(out.final_obs[b * O + o] == out.obs[b * O + o]);
           BOOST_TEST(out.reward[b] == 0.0f);
           BOOST_TEST(out.terminated[b] == 0);
