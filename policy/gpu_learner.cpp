@@ -69,7 +69,7 @@ struct GpuLearner::Impl {
   DeviceBuffer<float> params, grads, exp_avg, exp_avg_sq, decay;  // (P) each
   DeviceBuffer<DeviceScalars> scalars{1};
   PinnedBuffer<DeviceScalars> scalars_host{1};
-  DeviceBuffer<double> norm_partials{cuda::kGradNormBlocks}, adv_stats{2};
+  DeviceBuffer<double> norm_partials{cuda::kGradNormBlocks}, ppo_stats{cuda::kPpoStatsDoubles};
   std::vector<std::unique_ptr<GpuMixer>> mixers;
 
   // Per-shape buffers (prepare()).
@@ -251,7 +251,7 @@ std::vector<GraphBinding> GpuLearner::Impl::bindings() const {
       GraphBinding::buffer("scalars", scalars),
       GraphBinding::buffer("pinned scalars", scalars_host),
       GraphBinding::buffer("grad-norm partials", norm_partials),
-      GraphBinding::buffer("advantage stats", adv_stats),
+      GraphBinding::buffer("loss statistics", ppo_stats),
       GraphBinding::buffer("pinned chunk", in_host),
       GraphBinding::buffer("device chunk", in_dev),
       GraphBinding::buffer("residual streams", h),
@@ -321,7 +321,7 @@ void GpuLearner::Impl::record(cudaStream_t s) {
   pout.dlog_std = log_std >= 0 ? G + log_std : nullptr;
   pout.metrics = sc->metrics;
   pout.loss_not_finite = &sc->loss_not_finite;
-  cuda::PpoScratch pscr{adv_stats.data(), loss_terms.data(), log_std >= 0 ? dlog_std_terms.data() : nullptr};
+  cuda::PpoScratch pscr{ppo_stats.data(), loss_terms.data(), log_std >= 0 ? dlog_std_terms.data() : nullptr};
   const cuda::PpoCoefs pc{loss_cfg.clip_eps, loss_cfg.vf_coef, loss_cfg.ent_coef,
                           loss_cfg.normalize_advantages};
   cuda::ppo_loss(cuda::PpoDims{M, A, model->spec().head.discrete}, pc, pin, pscr, pout, s);
