@@ -28,7 +28,8 @@
 // graph (which then bakes in the actor's buffers, fixed for its lifetime,
 // and the caller's pointers). Their order with the actor's own-stream calls
 // is the caller's job: synchronise (or wait on) the caller's stream before
-// calling anything else on the actor, and never run both at once.
+// calling anything else on the actor, and never run both at once. A caller's
+// graph holding enqueued steps must not outlive the actor.
 #pragma once
 
 #include <cuda_runtime.h>
