@@ -245,6 +245,26 @@ BOOST_AUTO_TEST_CASE(plugins_of_the_previous_abi_are_refused) {
   BOOST_TEST(r.policy_names().empty());
 }
 
+// A vtable without the ABI-4 actor functions is refused, naming each one.
+BOOST_AUTO_TEST_CASE(vtable_without_abi4_functions_is_refused) {
+  static mambarl_policy_vtable vt = *real_registry().factory("gru").vtable;
+  vt.actor_act_end = nullptr;
+  vt.actor_enqueue_act = nullptr;
+  vt.actor_enqueue_get_state = nullptr;
+  static mambarl_policy_factory f = real_registry().factory("gru");
+  f.name = "abi4_incomplete";
+  f.vtable = &vt;
+  PluginRegistry r;
+  const auto entry = [](uint32_t, const mambarl_registry* reg) {
+    return reg->register_policy(reg->host, &f);
+  };
+  const std::string msg = error_of([&] { r.register_plugin("incomplete.so", entry); });
+  CHECK_HAS(msg,
+            "plugin incomplete.so: factory 'abi4_incomplete' has null vtable functions: "
+            "actor_act_end, actor_enqueue_act, actor_enqueue_get_state");
+  BOOST_TEST(r.policy_names().empty());
+}
+
 BOOST_AUTO_TEST_CASE(duplicate_policy_names_both_files) {
   PluginRegistry r;
   r.load(kPlugin);
