@@ -1,7 +1,10 @@
 // The CPU engines behind the plugin's roles (CpuActor, CpuLearner), and the
 // choice of engine per device.
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "plugin/engine_roles.hpp"
 #include "policy/cpu_actor.hpp"
@@ -13,12 +16,25 @@ namespace {
 class CpuActorRole final : public ActorRole {
  public:
   CpuActorRole(std::shared_ptr<const ActorCritic<float>> model, int num_envs, uint64_t seed)
-      : a_(std::move(model), num_envs, seed) {}
+      : actions_(static_cast<size_t>(num_envs) * static_cast<size_t>(model->spec().head.act_width())),
+        logp_(static_cast<size_t>(num_envs)),
+        values_(static_cast<size_t>(num_envs)),
+        a_(std::move(model), num_envs, seed) {}
 
   void set_weights(const float* w, size_t n, long long version) override { a_.set_weights(w, n, version); }
   void reset(const uint8_t* mask) override { a_.reset(mask); }
   void act(const float* obs, const uint8_t* starts, float* actions, float* logp, float* values) override {
     a_.act(obs, starts, actions, logp, values);
+  }
+  // The whole step happens in begin (there is nothing to overlap it with on
+  // this thread); end hands out its results.
+  void act_begin(const float* obs, const uint8_t* starts) override {
+    a_.act(obs, starts, actions_.data(), logp_.data(), values_.data());
+  }
+  void act_end(float* actions, float* logp, float* values) override {
+    std::copy(actions_.begin(), actions_.end(), actions);
+    std::copy(logp_.begin(), logp_.end(), logp);
+    std::copy(values_.begin(), values_.end(), values);
   }
   void peek_values(const float* obs, float* values) override { a_.peek_values(obs, values); }
   // A memory-less policy (mlp) has no state: memcpy must not see its null pointers.
@@ -32,8 +48,24 @@ class CpuActorRole final : public ActorRole {
   void set_rngs(const Rng* rngs) override {
     std::memcpy(a_.rngs().data(), rngs, a_.rngs().size() * sizeof(Rng));
   }
+  void enqueue_act(void*, const float*, const uint8_t*, float*, float*, float*) override {
+    throw UnsupportedError(no_device("actor_enqueue_act"));
+  }
+  void enqueue_peek_values(void*, const float*, float*) override {
+    throw UnsupportedError(no_device("actor_enqueue_peek_values"));
+  }
+  void enqueue_get_state(void*, float*) override {
+    throw UnsupportedError(no_device("actor_enqueue_get_state"));
+  }
 
  private:
+  static std::string no_device(const char* fn) {
+    return std::string(fn) +
+           ": this actor runs on the cpu; device-enqueued steps need an actor on a CUDA device "
+           "(runtime.device: cuda)";
+  }
+  // Declared before a_: they are sized from the model that a_ takes over.
+  std::vector<float> actions_, logp_, values_;  // (B, act_width), (B), (B): act_begin's results
   CpuActor a_;
 };
 static_assert(std::is_trivially_copyable_v<Rng>, "actor Rngs are copied with memcpy");

@@ -26,6 +26,9 @@ struct ChunkView {
   const float* returns = nullptr;        // (T, B)
   const uint8_t* episode_start = nullptr;// (T, B)
   const float* initial_state = nullptr;  // (B, state_size)
+  // Every array is CUDA device memory (a GPU learner's input only). Last, so
+  // that positional initialisers of the arrays keep working.
+  bool on_device = false;
 };
 
 struct TrainResult {

@@ -44,7 +44,8 @@ struct DeviceScalars {
 };
 
 // Byte offsets of the chunk's arrays in the pinned staging buffer and its
-// device twin (same layout, one H2D copy).
+// device twin (same layout, one H2D copy). The lr comes first, at offset 0,
+// so that it alone is bytes [0, sizeof(double)).
 struct Staging {
   size_t lr = 0, obs = 0, actions = 0, old_logp = 0, adv = 0, returns = 0, state0 = 0, starts = 0;
   size_t bytes = 0;
@@ -76,6 +77,10 @@ struct GpuLearner::Impl {
   Staging st;
   PinnedBuffer<uint8_t> in_host;
   DeviceBuffer<uint8_t> in_dev;
+  // Bytes of in_host that run() copies into in_dev before each update: all
+  // of it for a host chunk; only the lr for a device chunk, whose arrays
+  // stage_device() copied into in_dev device-to-device.
+  size_t h2d_bytes = 0;
   DeviceBuffer<float> h;                // (L+1, M, D) residual streams
   DeviceBuffer<float> normed;           // (L, M, D) pre-mixer norms (the mixers' U)
   DeviceBuffer<float> rstd;             // (L, M)
@@ -114,6 +119,9 @@ struct GpuLearner::Impl {
   }
   float* h_at(int l) const { return h.data() + static_cast<size_t>(l) * M * D; }
   std::vector<GraphBinding> bindings() const;
+  void stage_host(const ChunkView& c);
+  void stage_device(const ChunkView& c);
+  void check_actions(const float* actions) const;
   void record(cudaStream_t s);
   void run();
   void sync() const { MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream.get())); }
@@ -214,6 +222,7 @@ void GpuLearner::Impl::allocate(int T_, int B_) {
   st.state0 = take(static_cast<size_t>(B) * S * sizeof(float));
   st.starts = take(m);
   st.bytes = at;
+  h2d_bytes = st.bytes;
   in_host = PinnedBuffer<uint8_t>(st.bytes);
   std::memset(in_host.data(), 0, in_host.bytes());
   in_dev = DeviceBuffer<uint8_t>(st.bytes);
@@ -252,7 +261,6 @@ std::vector<GraphBinding> GpuLearner::Impl::bindings() const {
       GraphBinding::buffer("pinned scalars", scalars_host),
       GraphBinding::buffer("grad-norm partials", norm_partials),
       GraphBinding::buffer("loss statistics", ppo_stats),
-      GraphBinding::buffer("pinned chunk", in_host),
       GraphBinding::buffer("device chunk", in_dev),
       GraphBinding::buffer("residual streams", h),
       GraphBinding::buffer("normed inputs", normed),
@@ -276,7 +284,54 @@ std::vector<GraphBinding> GpuLearner::Impl::bindings() const {
   return b;
 }
 
-// One whole update enqueued on s: captured once per shape, or run eagerly.
+// The chunk reaches in_dev outside the graph (run() and stage_device()), so
+// the graph reads only the learner's own buffers and never bakes in a
+// caller's pointers; a device chunk and the same chunk from the host stage
+// the same bytes and give the same update bit for bit.
+void GpuLearner::Impl::stage_host(const ChunkView& c) {
+  const size_t rows = static_cast<size_t>(M);
+  uint8_t* host = in_host.data();
+  std::memcpy(host + st.obs, c.obs, rows * obs_dim * sizeof(float));
+  std::memcpy(host + st.actions, c.actions, rows * act_width * sizeof(float));
+  std::memcpy(host + st.old_logp, c.old_logp, rows * sizeof(float));
+  std::memcpy(host + st.adv, c.advantages, rows * sizeof(float));
+  std::memcpy(host + st.returns, c.returns, rows * sizeof(float));
+  if (S) std::memcpy(host + st.state0, c.initial_state, static_cast<size_t>(B) * S * sizeof(float));
+  std::memcpy(host + st.starts, c.episode_start, rows);
+  h2d_bytes = st.bytes;
+}
+
+// Device-to-device on the learner's stream: the caller's writes to the
+// chunk must be complete (its stream synchronised) before train_step.
+void GpuLearner::Impl::stage_device(const ChunkView& c) {
+  const size_t rows = static_cast<size_t>(M);
+  const auto copy = [&](size_t off, const void* src, size_t bytes) {
+    if (bytes)
+      MAMBARL_CUDA_CHECK(
+          cudaMemcpyAsync(in_dev.data() + off, src, bytes, cudaMemcpyDeviceToDevice, stream.get()));
+  };
+  copy(st.obs, c.obs, rows * obs_dim * sizeof(float));
+  copy(st.actions, c.actions, rows * act_width * sizeof(float));
+  copy(st.old_logp, c.old_logp, rows * sizeof(float));
+  copy(st.adv, c.advantages, rows * sizeof(float));
+  copy(st.returns, c.returns, rows * sizeof(float));
+  copy(st.state0, c.initial_state, static_cast<size_t>(B) * S * sizeof(float));
+  copy(st.starts, c.episode_start, rows);
+  h2d_bytes = sizeof(double);  // the lr, at offset 0
+}
+
+// The loss kernel indexes logits by the action: validate on the host, as the
+// CPU loss does. `actions`: (M) host memory.
+void GpuLearner::Impl::check_actions(const float* actions) const {
+  for (size_t i = 0; i < static_cast<size_t>(M); ++i) {
+    const float a = actions[i];
+    MAMBARL_CHECK(a >= 0.f && a < static_cast<float>(A) && a == std::floor(a),
+                  "ppo_loss: action " << a << " is not an integer in [0, " << A << ")");
+  }
+}
+
+// One whole update enqueued on s, from the chunk staged in in_dev: captured
+// once per shape, or run eagerly.
 void GpuLearner::Impl::record(cudaStream_t s) {
   const GpuExec exec{s, cublas.get()};
   cublasHandle_t hb = cublas.get();
@@ -287,7 +342,6 @@ void GpuLearner::Impl::record(cudaStream_t s) {
   const uint8_t* starts = in<uint8_t>(st.starts);
   const float* state0 = in<float>(st.state0);
 
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(in_dev.data(), in_host.data(), st.bytes, cudaMemcpyHostToDevice, s));
   MAMBARL_CUDA_CHECK(cudaMemsetAsync(G, 0, grads.bytes(), s));
 
   // Forward: h⁰ = W_obs o + b_obs; hˡ⁺¹ = hˡ + Mixerˡ(RMSNorm(hˡ)); f = RMSNorm(h^L).
@@ -363,6 +417,8 @@ void GpuLearner::Impl::record(cudaStream_t s) {
 }
 
 void GpuLearner::Impl::run() {
+  MAMBARL_CUDA_CHECK(
+      cudaMemcpyAsync(in_dev.data(), in_host.data(), h2d_bytes, cudaMemcpyHostToDevice, stream.get()));
   // The first update of a shape runs eagerly even in graph mode: lazy module
   // loading and cuBLAS's first-call setup must not happen inside a capture.
   // Graph and eager give the same bits, so this changes no result.
@@ -424,23 +480,24 @@ TrainResult GpuLearner::train_step(const ChunkView& c, double lr) {
   for (const auto& [p, name] : arrays)
     MAMBARL_CHECK(p, "GpuLearner::train_step: the chunk's " << name << " array is null");
   MAMBARL_CHECK(c.initial_state || m.S == 0, "GpuLearner::train_step: the chunk's initial_state array is null");
-  const size_t rows = static_cast<size_t>(m.M);
-  // The loss kernel indexes logits by the action: validate here, as the CPU loss does.
-  if (m.model->spec().head.discrete)
-    for (size_t i = 0; i < rows; ++i) {
-      const float a = c.actions[i];
-      MAMBARL_CHECK(a >= 0.f && a < static_cast<float>(m.A) && a == std::floor(a),
-                    "ppo_loss: action " << a << " is not an integer in [0, " << m.A << ")");
+  const bool discrete = m.model->spec().head.discrete;
+  std::memcpy(m.in_host.data() + m.st.lr, &lr, sizeof(double));
+  if (c.on_device) {
+    m.stage_device(c);
+    if (discrete) {
+      // The actions are checked where the update will read them: a copy of
+      // the staged ones into their (otherwise unused) pinned slot, one sync.
+      float* staged = reinterpret_cast<float*>(m.in_host.data() + m.st.actions);
+      MAMBARL_CUDA_CHECK(cudaMemcpyAsync(staged, m.in<float>(m.st.actions),
+                                         static_cast<size_t>(m.M) * sizeof(float), cudaMemcpyDeviceToHost,
+                                         m.stream.get()));
+      m.sync();
+      m.check_actions(staged);
     }
-  uint8_t* host = m.in_host.data();
-  std::memcpy(host + m.st.lr, &lr, sizeof(double));
-  std::memcpy(host + m.st.obs, c.obs, rows * m.obs_dim * sizeof(float));
-  std::memcpy(host + m.st.actions, c.actions, rows * m.act_width * sizeof(float));
-  std::memcpy(host + m.st.old_logp, c.old_logp, rows * sizeof(float));
-  std::memcpy(host + m.st.adv, c.advantages, rows * sizeof(float));
-  std::memcpy(host + m.st.returns, c.returns, rows * sizeof(float));
-  if (m.S) std::memcpy(host + m.st.state0, c.initial_state, static_cast<size_t>(m.B) * m.S * sizeof(float));
-  std::memcpy(host + m.st.starts, c.episode_start, rows);
+  } else {
+    if (discrete) m.check_actions(c.actions);
+    m.stage_host(c);
+  }
   m.run();
   m.sync();
 

@@ -1,7 +1,9 @@
 // The learner role on the GPU (CpuLearner's twin, policy/cpu_learner.hpp):
-// one PPO update on a [T, B] chunk as ONE CUDA graph replay per update:
-//   H2D copy of the chunk and the learning rate from pinned staging
-//   -> zero grads -> observation projection -> per layer: RMSNorm, the
+// one PPO update on a [T, B] chunk as ONE CUDA graph replay per update,
+// after the chunk and the learning rate are staged into device memory
+// outside the graph (one H2D copy from pinned staging; for a chunk already
+// on the device, device-to-device copies and the lr alone from the host):
+//   zero grads -> observation projection -> per layer: RMSNorm, the
 //   layer's GpuMixer (policy/gpu_mixer.hpp), residual add -> final RMSNorm
 //   -> heads (two GEMMs) -> PPO loss with advantage normalisation on device
 //   -> backward through all of it -> global grad norm + non-finite check
@@ -51,8 +53,13 @@ class GpuLearner {
   // for another shape). train_step calls it for the first chunk.
   void prepare(int T, int B);
 
-  // Host chunk in, metrics out (one sync per update). A skipped update
-  // (non-finite loss or gradient) leaves weights, moments and step untouched.
+  // Chunk in, metrics out (one sync per update; a device chunk with a
+  // discrete head one more, to check its actions on the host). A chunk with
+  // on_device set is read on the learner's own stream: whatever wrote it
+  // must have finished (the caller synchronises its stream first). Host or
+  // device, the same chunk gives the same update bit for bit. A skipped
+  // update (non-finite loss or gradient) leaves weights, moments and step
+  // untouched.
   TrainResult train_step(const ChunkView& chunk, double lr);
 
   void set_launch(Launch mode);
@@ -82,7 +89,9 @@ class GpuLearner {
 
   // Device time in ms of each of `reps` updates (CUDA events between them,
   // all enqueued before one sync), replaying the last train_step's staged
-  // chunk and lr in the current launch mode. Weights and moments advance.
+  // chunk and lr in the current launch mode, with its copy in from the
+  // host (none for a device chunk's arrays, which stay staged). Weights and
+  // moments advance.
   std::vector<double> time_updates_ms(int reps);
 
  private:
