@@ -22,6 +22,16 @@
 // graph), and a replay is refused if any buffer it baked in moved
 // (policy/cuda_graph.hpp), the mixers' buffers included. No device
 // allocation happens after capture.
+//
+// Precision (kernels/precision.hpp): float32 runs every GEMM in f32 (the
+// CPU-parity path). bfloat16 / float16 keep the f32 master weights, moments,
+// scans, norms and loss, and run the GEMMs on 16-bit inputs with f32
+// accumulation into f32 outputs: the weights' 16-bit shadow (one (P) buffer)
+// is refreshed inside the update right after AdamW and on every weights-in
+// (set_params, load); activations are cast into one preallocated scratch as
+// each GEMM consumes them. float16 also scales the loss (kernels/loss_scale.cuh):
+// an overflowing update is skipped (reason "f16 loss-scale overflow (scale S)")
+// and S halves; TrainResult::loss_scale reports S.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/precision.hpp"
 #include "policy/cpu_learner.hpp"
 #include "policy/gpu_mixer.hpp"
 
@@ -42,7 +53,7 @@ class GpuLearner {
   enum class Launch { graph, eager };
 
   GpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
-             const AdamWConfig& adam, uint64_t seed);
+             const AdamWConfig& adam, uint64_t seed, Precision precision = Precision::float32);
   ~GpuLearner();
   GpuLearner(const GpuLearner&) = delete;
   GpuLearner& operator=(const GpuLearner&) = delete;
@@ -57,6 +68,12 @@ class GpuLearner {
 
   void set_launch(Launch mode);
   Launch launch() const;
+  Precision precision() const;
+
+  // float16 only: the loss scale S of the next update, and setting it (a
+  // power of two >= 1; tests force an overflow with a huge one).
+  double loss_scale() const;
+  void set_loss_scale(double scale);
 
   const ActorCritic<float>& model() const;
   std::shared_ptr<const ActorCritic<float>> shared_model() const;
