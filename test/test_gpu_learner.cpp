@@ -535,13 +535,19 @@ BOOST_AUTO_TEST_CASE(f16_overflow_skips_halves_and_recovers) {
   BOOST_CHECK_EQUAL(gpu.step_count(), 1);
   BOOST_CHECK(gpu.params() != w);
   BOOST_CHECK_EQUAL(r.loss_scale, scale);
-  // kGrowthInterval (2000) good updates in a row since S last changed double it.
-  for (int u = 1; u < 1999; ++u) BOOST_REQUIRE(!gpu.train_step(chunk.view(), kLr).skipped);
+  // kGrowthInterval (2000) good updates in a row since S last changed double
+  // it. The recovered S is the largest that did not overflow, at the edge:
+  // start the run 2^8 below it (set_loss_scale restarts the count) and train
+  // with a tiny lr, so that no update of the run can overflow.
+  scale /= 256;
+  gpu.set_loss_scale(scale);
+  constexpr double kTinyLr = 1e-7;
+  for (int u = 0; u < 1999; ++u) BOOST_REQUIRE(!gpu.train_step(chunk.view(), kTinyLr).skipped);
   BOOST_CHECK_EQUAL(gpu.loss_scale(), scale);
-  r = gpu.train_step(chunk.view(), kLr);
+  r = gpu.train_step(chunk.view(), kTinyLr);
   BOOST_REQUIRE(!r.skipped);
   BOOST_CHECK_EQUAL(r.loss_scale, 2 * scale);
-  BOOST_CHECK_EQUAL(gpu.step_count(), 2000);
+  BOOST_CHECK_EQUAL(gpu.step_count(), 2001);
 
   // Only float16 scales its loss; a scale must be a power of two >= 1.
   BOOST_CHECK_EXCEPTION(gpu.set_loss_scale(3), Error,
