@@ -11,7 +11,6 @@ constexpr int kThreads = 256;
 __global__ void scale_by_kernel(size_t n, const float* __restrict__ s, bool inverse, float* __restrict__ x) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  // A power of two: x / S == x * (1 / S) exactly; divide anyway, it is one pass.
   x[i] = inverse ? x[i] / *s : x[i] * *s;
 }
 
@@ -25,7 +24,7 @@ __global__ void loss_scale_update_kernel(LossScale* st, const int* loss_not_fini
     st->good_steps = 0;
     return;
   }
-  if (++st->good_steps >= kGrowthInterval) {
+  if (++st->good_steps >= st->growth_interval) {
     st->scale *= 2.f;
     st->good_steps = 0;
   }

@@ -9,9 +9,10 @@
 //                      overflows;
 //   loss_scale_update  after the optimizer's decision: a non-finite gradient
 //                      is an overflow (the step was skipped), S halves and
-//                      the good-step run restarts; kGrowthInterval good steps
-//                      in a row double S. A non-finite loss says nothing about
-//                      S (the loss is computed unscaled): S stays.
+//                      the good-step run restarts; growth_interval (default
+//                      kGrowthInterval) good steps in a row double S. A
+//                      non-finite loss says nothing about S (the loss is
+//                      computed unscaled): S stays.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,6 +32,7 @@ struct LossScale {
   float scale = kLossScaleInit;  // S for the next update
   float used = 0;                // S the last update ran with
   int good_steps = 0;            // consecutive applied updates since S last changed
+  int growth_interval = kGrowthInterval;
   int overflow = 0;              // 1: the last update's gradient overflowed (skipped, S halved)
 };
 

@@ -551,7 +551,7 @@ double GpuLearner::loss_scale() const {
   return impl_->precision == Precision::float16 ? impl_->read_scaler().scale : 1.0;
 }
 
-void GpuLearner::set_loss_scale(double scale) {
+void GpuLearner::set_loss_scale(double scale, int growth_interval) {
   Impl& m = *impl_;
   MAMBARL_CHECK(m.precision == Precision::float16,
                 "GpuLearner::set_loss_scale: only a float16 learner scales its loss (this one is "
@@ -560,9 +560,12 @@ void GpuLearner::set_loss_scale(double scale) {
   MAMBARL_CHECK(std::isfinite(scale) && scale >= cuda::kLossScaleMin && std::frexp(scale, &exp) == 0.5 &&
                     scale <= 1e38,
                 "GpuLearner::set_loss_scale: " << scale << " is not a finite power of two >= 1");
+  MAMBARL_CHECK(growth_interval >= 1,
+                "GpuLearner::set_loss_scale: growth_interval must be >= 1, got " << growth_interval);
   cuda::LossScale v = m.read_scaler();
   v.scale = static_cast<float>(scale);
   v.good_steps = 0;
+  v.growth_interval = growth_interval;
   m.write_scaler(v);
 }
 const ActorCritic<float>& GpuLearner::model() const { return *impl_->model; }

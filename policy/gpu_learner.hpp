@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/loss_scale.cuh"
 #include "kernels/precision.hpp"
 #include "policy/cpu_learner.hpp"
 #include "policy/gpu_mixer.hpp"
@@ -71,9 +72,10 @@ class GpuLearner {
   Precision precision() const;
 
   // float16 only: the loss scale S of the next update, and setting it (a
-  // power of two >= 1; tests force an overflow with a huge one).
+  // power of two >= 1; tests force an overflow with a huge one) with the
+  // number of good updates in a row that double it (restarting the count).
   double loss_scale() const;
-  void set_loss_scale(double scale);
+  void set_loss_scale(double scale, int growth_interval = cuda::kGrowthInterval);
 
   const ActorCritic<float>& model() const;
   std::shared_ptr<const ActorCritic<float>> shared_model() const;
