@@ -425,12 +425,16 @@ BOOST_AUTO_TEST_CASE(low_precision_matches_cpu_learner) {
         f32.train_step(chunk.view(), kLr);
         BOOST_REQUIRE_MESSAGE(!rc.skipped && !rg.skipped,
                               tag << ": skipped (" << rc.reason << " / " << rg.reason << ")");
-        // The loss is computed from 16-bit GEMM outputs: the same relative bound, floors as the f32 test.
-        check_scalar(tag + " loss", rg.loss.loss, rc.loss.loss, 1e-4, kLowTol.rel);
-        check_scalar(tag + " pg_loss", rg.loss.pg_loss, rc.loss.pg_loss, 1e-4, kLowTol.rel);
-        check_scalar(tag + " v_loss", rg.loss.v_loss, rc.loss.v_loss, 1e-4, kLowTol.rel);
-        check_scalar(tag + " entropy", rg.loss.entropy, rc.loss.entropy, 1e-4, kLowTol.rel);
-        check_scalar(tag + " approx_kl", rg.loss.approx_kl, rc.loss.approx_kl, 1e-4, kLowTol.rel);
+        // The loss terms come from 16-bit GEMM outputs: logits and values carry
+        // ~2^-9 relative rounding of the O(1) sums feeding them, ~2e-3 absolute;
+        // pg_loss is a mean of advantage-weighted ratios with zero-mean
+        // (normalised) advantages, so that floor, not the relative bound, rules it.
+        constexpr double kLossFloor = 2e-3;
+        check_scalar(tag + " loss", rg.loss.loss, rc.loss.loss, kLossFloor, kLowTol.rel);
+        check_scalar(tag + " pg_loss", rg.loss.pg_loss, rc.loss.pg_loss, kLossFloor, kLowTol.rel);
+        check_scalar(tag + " v_loss", rg.loss.v_loss, rc.loss.v_loss, kLossFloor, kLowTol.rel);
+        check_scalar(tag + " entropy", rg.loss.entropy, rc.loss.entropy, kLossFloor, kLowTol.rel);
+        check_scalar(tag + " approx_kl", rg.loss.approx_kl, rc.loss.approx_kl, kLossFloor, kLowTol.rel);
         // Ratios within 16-bit rounding of the clip edges may count on either side: 5% of the tokens.
         check_scalar(tag + " clip_frac", rg.loss.clip_frac, rc.loss.clip_frac, 0.05, 0);
         check_scalar(tag + " grad_norm", rg.grad_norm, rc.grad_norm, 0, kLowTol.rel);
