@@ -592,11 +592,25 @@ GpuMixer& GpuLearner::mixer(int l) {
   return *impl_->mixers[static_cast<size_t>(l)];
 }
 
+// A float16 learner's loss scale and good-step count travel in the
+// checkpoint's metadata, so a resumed run scales as the original would have.
+constexpr const char* kLossScaleKey = "f16_loss_scale";
+constexpr const char* kGoodStepsKey = "f16_loss_scale_good_steps";
+
 void GpuLearner::save(const std::string& path, const std::map<std::string, std::string>& metadata,
                       const std::vector<TensorRecord>& extra) const {
   const Impl& m = *impl_;
+  std::map<std::string, std::string> meta = metadata;
+  if (m.precision == Precision::float16) {
+    const cuda::LossScale v = m.read_scaler();
+    std::ostringstream scale;
+    scale.precision(9);  // 9 significant digits round-trip any float
+    scale << v.scale;
+    meta[kLossScaleKey] = scale.str();
+    meta[kGoodStepsKey] = std::to_string(v.good_steps);
+  }
   write_checkpoint(path, m.policy, m.model->layout(), params().data(), exp_avg().data(), exp_avg_sq().data(),
-                   step_count(), metadata, extra);
+                   step_count(), meta, extra);
 }
 
 SafetensorsFile GpuLearner::load(const std::string& path) {
@@ -607,6 +621,18 @@ SafetensorsFile GpuLearner::load(const std::string& path) {
   m.upload(m.exp_avg, s.exp_avg.data(), s.exp_avg.size(), "checkpoint exp_avg");
   m.upload(m.exp_avg_sq, s.exp_avg_sq.data(), s.exp_avg_sq.size(), "checkpoint exp_avg_sq");
   m.set_step(s.step);
+  const auto scale = f.metadata.find(kLossScaleKey), good = f.metadata.find(kGoodStepsKey);
+  if (m.precision == Precision::float16 && scale != f.metadata.end() && good != f.metadata.end()) {
+    std::istringstream s_in(scale->second), g_in(good->second);
+    double s_val = 0;
+    int g_val = -1;
+    const bool ok = (s_in >> s_val) && (g_in >> g_val) && g_val >= 0;
+    MAMBARL_CHECK(ok, path << ": bad loss-scale metadata ('" << scale->second << "', '" << good->second << "')");
+    set_loss_scale(s_val, m.read_scaler().growth_interval);  // checks S is a power of two >= 1
+    cuda::LossScale v = m.read_scaler();
+    v.good_steps = g_val;
+    m.write_scaler(v);
+  }
   return f;
 }
 
