@@ -14,12 +14,11 @@ __global__ void scale_by_kernel(size_t n, const float* __restrict__ s, bool inve
   x[i] = inverse ? x[i] / *s : x[i] * *s;
 }
 
-__global__ void loss_scale_update_kernel(LossScale* st, const int* loss_not_finite, const int* grad_not_finite) {
+__global__ void loss_scale_update_kernel(LossScale* st, const int* loss_not_finite,
+                                         const int* grad_not_finite) {
   st->used = st->scale;
-  st->overflow = 0;
   if (*loss_not_finite) return;
   if (*grad_not_finite) {
-    st->overflow = 1;
     st->scale = fmaxf(st->scale * 0.5f, kLossScaleMin);
     st->good_steps = 0;
     return;
@@ -34,8 +33,8 @@ __global__ void loss_scale_update_kernel(LossScale* st, const int* loss_not_fini
 
 void scale_by(size_t n, const float* s, bool inverse, float* x, cudaStream_t stream) {
   MAMBARL_CHECK(n > 0, "scale_by: n must be positive");
-  scale_by_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(n, s, inverse,
-                                                                                                 x);
+  scale_by_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(n, s,
+                                                                                                 inverse, x);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 

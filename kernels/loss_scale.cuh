@@ -27,13 +27,12 @@ constexpr int kGrowthInterval = 2000;      // consecutive good steps before S do
 // fixes no overflow (a gradient non-finite at S = 1 is non-finite, not scaled).
 constexpr float kLossScaleMin = 1.f;
 
-// The scaler's device state; `used` and `overflow` describe the last update.
+// The scaler's device state.
 struct LossScale {
   float scale = kLossScaleInit;  // S for the next update
-  float used = 0;                // S the last update ran with
+  float used = 0;                // S the last update ran with (the overflow message names it)
   int good_steps = 0;            // consecutive applied updates since S last changed
   int growth_interval = kGrowthInterval;
-  int overflow = 0;              // 1: the last update's gradient overflowed (skipped, S halved)
 };
 
 //   x (n); s (1) read in device memory: x *= *s, or x /= *s with inverse

@@ -20,9 +20,12 @@ enum class Precision { float32, bfloat16, float16 };
 
 inline const char* precision_name(Precision p) {
   switch (p) {
-    case Precision::float32: return "float32";
-    case Precision::bfloat16: return "bfloat16";
-    case Precision::float16: return "float16";
+    case Precision::float32:
+      return "float32";
+    case Precision::bfloat16:
+      return "bfloat16";
+    case Precision::float16:
+      return "float16";
   }
   return "?";
 }
