@@ -1,5 +1,3 @@
-#include "kernels/linear.cuh"
-
 #include <cuda_fp16.h>
 
 #include <cstddef>
@@ -8,6 +6,7 @@
 #include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/linear.cuh"
 
 namespace mambarl::cuda {
 
@@ -230,7 +229,8 @@ void cast_rows(Precision type, size_t rows, size_t cols, const float* in, size_t
   const size_t n = rows * cols;
   MAMBARL_CHECK(n > 0 && type != Precision::float32, "cast: nothing to cast (n " << n << ")");
   if (type == Precision::bfloat16)
-    cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(rows, cols, in, ld, reinterpret_cast<__nv_bfloat16*>(out));
+    cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(rows, cols, in, ld,
+                                                        reinterpret_cast<__nv_bfloat16*>(out));
   else
     cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(rows, cols, in, ld, reinterpret_cast<__half*>(out));
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
@@ -250,7 +250,8 @@ void gemm(cublasHandle_t handle, const GemmPrecision& prec, bool trans_a, bool t
   // A row-major matrix is its transpose in column-major order with the same
   // leading dimension, so row-major C = op(A) op(B) is column-major
   // C^T = op(B)^T op(A)^T: swap the operands, keep each one's own op.
-  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (prec.type == Precision::float32) {
     MAMBARL_CUBLAS_CHECK(
         cublasSgemm(handle, op_b, op_a, N, M, K, &alpha, B.f32, ldb, A.f32, lda, &beta, C, ldc));
@@ -260,8 +261,8 @@ void gemm(cublasHandle_t handle, const GemmPrecision& prec, bool trans_a, bool t
   const size_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
   const size_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
   const size_t need = gemm_cast_elems(A.low ? 0 : a_rows * a_cols, B.low ? 0 : b_rows * b_cols);
-  MAMBARL_CHECK(need <= prec.scratch_elems, "gemm: the 16-bit cast scratch holds " << prec.scratch_elems
-                                                << " values, this GEMM needs " << need);
+  MAMBARL_CHECK(need <= prec.scratch_elems, "gemm: the 16-bit cast scratch holds "
+                                                << prec.scratch_elems << " values, this GEMM needs " << need);
   // A cast operand is dense: its leading dimension becomes its row length.
   const void* a = A.low;
   const void* b = B.low;

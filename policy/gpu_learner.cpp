@@ -303,10 +303,11 @@ std::vector<GraphBinding> GpuLearner::Impl::bindings() const {
 // One whole update enqueued on s: captured once per shape, or run eagerly.
 void GpuLearner::Impl::record(cudaStream_t s) {
   const bool low = precision != Precision::float32;
-  const GpuExec exec = low ? GpuExec{s, cublas.get(),
-                                     cuda::GemmPrecision{precision, gemm_scratch.data(), gemm_scratch.size(), s},
-                                     params_low.data()}
-                           : GpuExec{s, cublas.get()};
+  const GpuExec exec =
+      low ? GpuExec{s, cublas.get(),
+                    cuda::GemmPrecision{precision, gemm_scratch.data(), gemm_scratch.size(), s},
+                    params_low.data()}
+          : GpuExec{s, cublas.get()};
   cublasHandle_t hb = cublas.get();
   const float* W = params.data();
   float* G = grads.data();
@@ -442,7 +443,8 @@ void GpuLearner::Impl::refresh_shadow(cudaStream_t s) {
 
 cuda::LossScale GpuLearner::Impl::read_scaler() const {
   cuda::LossScale v;
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(&v, &scalars.data()->scaler, sizeof(v), cudaMemcpyDeviceToHost, stream.get()));
+  MAMBARL_CUDA_CHECK(
+      cudaMemcpyAsync(&v, &scalars.data()->scaler, sizeof(v), cudaMemcpyDeviceToHost, stream.get()));
   sync();
   return v;
 }
@@ -557,9 +559,9 @@ void GpuLearner::set_loss_scale(double scale, int growth_interval) {
                 "GpuLearner::set_loss_scale: only a float16 learner scales its loss (this one is "
                     << precision_name(m.precision) << ")");
   int exp = 0;
-  MAMBARL_CHECK(std::isfinite(scale) && scale >= cuda::kLossScaleMin && std::frexp(scale, &exp) == 0.5 &&
-                    scale <= 1e38,
-                "GpuLearner::set_loss_scale: " << scale << " is not a finite power of two >= 1");
+  MAMBARL_CHECK(
+      std::isfinite(scale) && scale >= cuda::kLossScaleMin && std::frexp(scale, &exp) == 0.5 && scale <= 1e38,
+      "GpuLearner::set_loss_scale: " << scale << " is not a finite power of two >= 1");
   MAMBARL_CHECK(growth_interval >= 1,
                 "GpuLearner::set_loss_scale: growth_interval must be >= 1, got " << growth_interval);
   cuda::LossScale v = m.read_scaler();
@@ -627,7 +629,8 @@ SafetensorsFile GpuLearner::load(const std::string& path) {
     double s_val = 0;
     int g_val = -1;
     const bool ok = (s_in >> s_val) && (g_in >> g_val) && g_val >= 0;
-    MAMBARL_CHECK(ok, path << ": bad loss-scale metadata ('" << scale->second << "', '" << good->second << "')");
+    MAMBARL_CHECK(ok,
+                  path << ": bad loss-scale metadata ('" << scale->second << "', '" << good->second << "')");
     set_loss_scale(s_val, m.read_scaler().growth_interval);  // checks S is a power of two >= 1
     cuda::LossScale v = m.read_scaler();
     v.good_steps = g_val;

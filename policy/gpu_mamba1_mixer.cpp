@@ -112,8 +112,7 @@ void GpuMamba1Mixer::forward(const float* params, const float* U, const uint8_t*
 
   cuda::mamba1_derive_a(E * N, params + off_.a_log, a_, s);
   // (M, 2E) [x z] = U W_in^T
-  exec.gemm(false, true, M, 2 * E, D, 1.f, U, D, exec.weight(params, off_.in_proj), D, 0.f,
-             act_.xz, 2 * E);
+  exec.gemm(false, true, M, 2 * E, D, 1.f, U, D, exec.weight(params, off_.in_proj), D, 0.f, act_.xz, 2 * E);
   cuda::mamba1_conv_forward(d_, chunk_, w, act_, s);
   // (M, R+2N) [δ B C] = xc W_x^T
   exec.gemm(false, true, M, RN, E, 1.f, act_.xc, E, exec.weight(params, off_.x_proj), E, 0.f, act_.dbc, RN);
@@ -121,8 +120,7 @@ void GpuMamba1Mixer::forward(const float* params, const float* U, const uint8_t*
   exec.gemm(false, true, M, E, R, 1.f, act_.dbc, RN, exec.weight(params, off_.dt_w), R, 0.f, act_.dt_lin, E);
   cuda::mamba1_scan_forward(d_, chunk_, w, act_, s);
   // (M, D) Y = gated W_out^T
-  exec.gemm(false, true, M, D, E, 1.f, act_.gated, E, exec.weight(params, off_.out_proj), E, 0.f,
-             Y, D);
+  exec.gemm(false, true, M, D, E, 1.f, act_.gated, E, exec.weight(params, off_.out_proj), E, 0.f, Y, D);
 }
 
 void GpuMamba1Mixer::backward(const float* params, const float* dY, float* grads, float* dU,
@@ -133,21 +131,18 @@ void GpuMamba1Mixer::backward(const float* params, const float* dY, float* grads
   cudaStream_t s = exec.stream;
 
   // out_proj: (M, E) dgated = dY W_out; dW_out += dY^T gated.
-  exec.gemm(false, false, M, E, D, 1.f, dY, D, exec.weight(params, off_.out_proj), E, 0.f,
-             bwd_.dgated, E);
-  exec.gemm(true, false, D, E, M, 1.f, dY, D, act_.gated, E, 1.f,
-             grads + off_.out_proj, E);
+  exec.gemm(false, false, M, E, D, 1.f, dY, D, exec.weight(params, off_.out_proj), E, 0.f, bwd_.dgated, E);
+  exec.gemm(true, false, D, E, M, 1.f, dY, D, act_.gated, E, 1.f, grads + off_.out_proj, E);
 
   cuda::mamba1_scan_backward(d_, chunk_, w, act_, bwd_, s);
 
   // dt_proj: [dδ] = ddt W_dt into the first R columns of ddbc; dW_dt += ddt^T δ.
   exec.gemm(false, false, M, R, E, 1.f, bwd_.ddt, E, exec.weight(params, off_.dt_w), R, 0.f, bwd_.ddbc, RN);
-  exec.gemm(true, false, E, R, M, 1.f, bwd_.ddt, E, act_.dbc, RN, 1.f,
-             grads + off_.dt_w, R);
+  exec.gemm(true, false, E, R, M, 1.f, bwd_.ddt, E, act_.dbc, RN, 1.f, grads + off_.dt_w, R);
   // x_proj: dW_x += ddbc^T xc; dxc += ddbc W_x.
-  exec.gemm(true, false, RN, E, M, 1.f, bwd_.ddbc, RN, act_.xc, E, 1.f,
-             grads + off_.x_proj, E);
-  exec.gemm(false, false, M, E, RN, 1.f, bwd_.ddbc, RN, exec.weight(params, off_.x_proj), E, 1.f, bwd_.dxc, E);
+  exec.gemm(true, false, RN, E, M, 1.f, bwd_.ddbc, RN, act_.xc, E, 1.f, grads + off_.x_proj, E);
+  exec.gemm(false, false, M, E, RN, 1.f, bwd_.ddbc, RN, exec.weight(params, off_.x_proj), E, 1.f, bwd_.dxc,
+            E);
 
   cuda::mamba1_conv_backward(d_, chunk_, w, act_, bwd_, s);
 
@@ -159,10 +154,9 @@ void GpuMamba1Mixer::backward(const float* params, const float* dY, float* grads
   cuda::mamba1_add_env_sums(B_, E, bwd_.sum_cb, nullptr, grads + off_.conv_b, s);
 
   // in_proj: (M, D) dU = dxz W_in; dW_in += dxz^T U.
-  exec.gemm(false, false, M, D, 2 * E, 1.f, bwd_.dxz, 2 * E, exec.weight(params, off_.in_proj), D,
-             0.f, dU, D);
-  exec.gemm(true, false, 2 * E, D, M, 1.f, bwd_.dxz, 2 * E, U_, D, 1.f,
-             grads + off_.in_proj, D);
+  exec.gemm(false, false, M, D, 2 * E, 1.f, bwd_.dxz, 2 * E, exec.weight(params, off_.in_proj), D, 0.f, dU,
+            D);
+  exec.gemm(true, false, 2 * E, D, M, 1.f, bwd_.dxz, 2 * E, U_, D, 1.f, grads + off_.in_proj, D);
 }
 
 // The activation operands of each GEMM above (weights come from their shadows):

@@ -41,7 +41,7 @@ struct GpuExec {
 
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
-  cuda::GemmPrecision precision;       // float32 unless the learner runs 16-bit GEMMs
+  cuda::GemmPrecision precision;         // float32 unless the learner runs 16-bit GEMMs
   const uint16_t* params_low = nullptr;  // (P) or null for float32
 
   // The weight at `offset` of the flat buffer as a GEMM operand (with its shadow).
@@ -53,7 +53,8 @@ struct GpuExec {
             cuda::GemmOperand B, int ldb, float beta, float* C, int ldc) const {
     cuda::gemm(cublas, precision, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
-  void gemm_rows(int M, int in, int out, cuda::GemmOperand X, cuda::GemmOperand W, float beta, float* Y) const {
+  void gemm_rows(int M, int in, int out, cuda::GemmOperand X, cuda::GemmOperand W, float beta,
+                 float* Y) const {
     cuda::gemm_rows(cublas, precision, M, in, out, X, W, beta, Y);
   }
 };

@@ -442,7 +442,8 @@ BOOST_AUTO_TEST_CASE(low_precision_matches_cpu_learner) {
         const std::vector<float> g = clipped_grads(gpu, rg.grad_norm);
         check_tensors(tag + " grad", layout, g, cpu.grads().data(), 0, kLowTol);
         // Not the f32 path in disguise: the 16-bit GEMMs round differently.
-        BOOST_CHECK_MESSAGE(gpu.grads() != f32.grads(), tag << ": gradients equal the f32 learner's bit for bit");
+        BOOST_CHECK_MESSAGE(gpu.grads() != f32.grads(),
+                            tag << ": gradients equal the f32 learner's bit for bit");
         // One update moves a weight by at most ~lr whatever its gradient's error: the f32 test's floor.
         check_tensors(tag + " weight", layout, gpu.params(), cpu.params().data(), 2.5 * kLr, kLowTol);
         BOOST_CHECK_EQUAL(gpu.step_count(), cpu.optimizer().step_count());

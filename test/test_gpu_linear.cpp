@@ -6,13 +6,12 @@
 // block of a wider A, a B read from its 16-bit shadow or cast. Skipped without
 // a CUDA device unless MAMBARL_REQUIRE_GPU=1.
 #define BOOST_TEST_MODULE gpu_linear
-#include <boost/test/unit_test.hpp>
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -145,8 +144,9 @@ void check_gemm(Precision prec) {
       for (const bool shadow : {false, true})
         for (const float beta : {0.f, 1.f}) {
           const bool ta = t & 1, tb = t & 2;
-          BOOST_TEST_CONTEXT(precision_name(prec) << " M " << d.M << " N " << d.N << " K " << d.K << " ta " << ta
-                                                  << " tb " << tb << " shadow " << shadow << " beta " << beta) {
+          BOOST_TEST_CONTEXT(precision_name(prec)
+                             << " M " << d.M << " N " << d.N << " K " << d.K << " ta " << ta << " tb " << tb
+                             << " shadow " << shadow << " beta " << beta) {
             // A as stored: (M, K) or (K, M), a column block of rows 3 wider (lda > its row);
             // B (K, N) or (N, K), dense.
             const int a_rows = ta ? d.K : d.M, a_cols = ta ? d.M : d.K, lda = a_cols + 3;
@@ -155,34 +155,38 @@ void check_gemm(Precision prec) {
                 c0(static_cast<size_t>(d.M) * d.N);
             for (auto& v : a) v = static_cast<float>(rng.normal());
             for (auto& v : b) v = static_cast<float>(rng.normal());
-            for (auto& v : c0) v = beta == 0.f ? std::numeric_limits<float>::quiet_NaN()
-                                               : static_cast<float>(rng.normal());
+            for (auto& v : c0)
+              v = beta == 0.f ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(rng.normal());
             Vec<double> ref(static_cast<Eigen::Index>(c0.size()));
             for (int m = 0; m < d.M; ++m)
               for (int n = 0; n < d.N; ++n) {
                 double acc = beta == 0.f ? 0.0 : static_cast<double>(c0[static_cast<size_t>(m) * d.N + n]);
                 for (int k = 0; k < d.K; ++k) {
-                  const float av = ta ? a[static_cast<size_t>(k) * lda + m] : a[static_cast<size_t>(m) * lda + k];
-                  const float bv = tb ? b[static_cast<size_t>(n) * ldb + k] : b[static_cast<size_t>(k) * ldb + n];
+                  const float av =
+                      ta ? a[static_cast<size_t>(k) * lda + m] : a[static_cast<size_t>(m) * lda + k];
+                  const float bv =
+                      tb ? b[static_cast<size_t>(n) * ldb + k] : b[static_cast<size_t>(k) * ldb + n];
                   acc += static_cast<double>(round_as(prec, av)) * round_as(prec, bv);
                 }
                 ref[static_cast<Eigen::Index>(m) * d.N + n] = acc;
               }
             DeviceBuffer<float> da = upload(a), db = upload(b), dc = upload(c0);
             // With a shadow, B's f32 values are NaN: the GEMM must read the shadow only.
-            DeviceBuffer<float> nan_b = upload(std::vector<float>(b.size(), std::numeric_limits<float>::quiet_NaN()));
+            DeviceBuffer<float> nan_b =
+                upload(std::vector<float>(b.size(), std::numeric_limits<float>::quiet_NaN()));
             DeviceBuffer<uint16_t> b_low(b.size());
             const bool low = prec != Precision::float32;
             if (low) cuda::to_half(prec, b.size(), db.data(), b_low.data(), s);
             const bool use_shadow = low && shadow;
-            const cuda::GemmOperand B = use_shadow ? cuda::GemmOperand(nan_b.data(), b_low.data())
-                                                   : cuda::GemmOperand(db.data());
-            const size_t words = low ? cuda::gemm_cast_elems(static_cast<size_t>(a_rows) * a_cols,
-                                                             use_shadow ? 0 : b.size())
-                                     : 0;
+            const cuda::GemmOperand B =
+                use_shadow ? cuda::GemmOperand(nan_b.data(), b_low.data()) : cuda::GemmOperand(db.data());
+            const size_t words =
+                low ? cuda::gemm_cast_elems(static_cast<size_t>(a_rows) * a_cols, use_shadow ? 0 : b.size())
+                    : 0;
             DeviceBuffer<uint16_t> scratch(std::max<size_t>(words, 1));
             const cuda::GemmPrecision gp{prec, scratch.data(), words, s};
-            cuda::gemm(handle.get(), gp, ta, tb, d.M, d.N, d.K, 1.f, da.data(), lda, B, ldb, beta, dc.data(), d.N);
+            cuda::gemm(handle.get(), gp, ta, tb, d.M, d.N, d.K, 1.f, da.data(), lda, B, ldb, beta, dc.data(),
+                       d.N);
             MAMBARL_CUDA_CHECK(cudaStreamSynchronize(s));
             const std::vector<float> c = download(dc);
             Vec<double> got(static_cast<Eigen::Index>(c.size()));

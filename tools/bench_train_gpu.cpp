@@ -89,14 +89,15 @@ std::string bench_shape(const std::string& type, const TrainShape& s, Precision 
   const double eager_ms = timed_median_ms(learner, reps);
 
   std::ostringstream os;
-  os << "{\"policy\":\"" << type << "\",\"dtype\":\"" << precision_name(precision) << "\",\"T\":" << s.T << ",\"B\":" << s.B << ",\"d_model\":" << s.D
-     << ",\"n_layers\":" << s.L << ",\"params\":" << learner.model().layout().size()
-     << ",\"ms_per_update_graph\":" << graph_ms << ",\"ms_per_update_eager\":" << eager_ms
-     << ",\"device_bytes\":" << held;
+  os << "{\"policy\":\"" << type << "\",\"dtype\":\"" << precision_name(precision) << "\",\"T\":" << s.T
+     << ",\"B\":" << s.B << ",\"d_model\":" << s.D << ",\"n_layers\":" << s.L
+     << ",\"params\":" << learner.model().layout().size() << ",\"ms_per_update_graph\":" << graph_ms
+     << ",\"ms_per_update_eager\":" << eager_ms << ",\"device_bytes\":" << held;
   // float16: the scale after warm-up, and whether the last warm-up update
   // overflowed (a skipped update skips AdamW's elementwise pass: slightly cheaper).
   if (precision == Precision::float16)
-    os << ",\"loss_scale\":" << last.loss_scale << ",\"warmup_skipped\":" << (last.skipped ? "true" : "false");
+    os << ",\"loss_scale\":" << last.loss_scale
+       << ",\"warmup_skipped\":" << (last.skipped ? "true" : "false");
   os << "}";
   return os.str();
 }
@@ -111,8 +112,7 @@ std::string bench_train_gpu_json(int reps) {
   MAMBARL_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
   std::ostringstream os;
   os << "{\"bench\":\"train\",\"device\":\"cuda\",\"gpu\":\"" << prop.name
-     << "\",\"sms\":" << prop.multiProcessorCount << ",\"reps\":" << reps
-     << ",\"results\":[";
+     << "\",\"sms\":" << prop.multiProcessorCount << ",\"reps\":" << reps << ",\"results\":[";
   bool first = true;
   for (const std::string& type : gpu_mixer_types())
     for (const TrainShape& s : kShapes)

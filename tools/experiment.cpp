@@ -37,8 +37,8 @@ AlgoConfig parse_algo(const ConfigNode& n) {
 
 RuntimeConfig parse_runtime(const ConfigNode& n) {
   n.check_known({"seed", "device", "dtype", "learner_dtype", "out_dir", "sync", "num_actors", "queue_size",
-                 "max_policy_lag", "log_every", "checkpoint_every", "metrics_format", "plugin", "return_window",
-                 "stop_after_updates", "extra_plugins", "actor_stall_s"});
+                 "max_policy_lag", "log_every", "checkpoint_every", "metrics_format", "plugin",
+                 "return_window", "stop_after_updates", "extra_plugins", "actor_stall_s"});
   RuntimeConfig r;
   r.seed = n.get<uint64_t>("seed", r.seed);
   r.device = n.get_choice("device", r.device, {"cpu", "cuda", "auto"});
