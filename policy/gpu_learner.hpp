@@ -84,7 +84,7 @@ class GpuLearner {
   // Device <-> host copies of the flat f32 buffers (model().layout()).
   std::vector<float> params() const;  // weights out
   void set_params(const float* w, size_t n);  // weights in
-  std::vector<float> grads() const;           // the last update's gradient, BEFORE clipping
+  std::vector<float> grads() const;           // the last update's gradient, BEFORE clipping (f16: unscaled)
   std::vector<float> exp_avg() const;
   std::vector<float> exp_avg_sq() const;
   long long step_count() const;
