@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/config_node.hpp"
 #include "plugin/engine_roles.hpp"
 #include "policy/cpu_actor.hpp"
 
@@ -101,8 +102,13 @@ std::unique_ptr<LearnerRole> make_learner(const PolicyConfig& cfg, int obs_dim, 
                                           const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed,
                                           const EngineChoice& engine) {
   // Both roles run on engine.device. The learner keeps float32 master weights
-  // on either device: runtime.dtype is the GPU actor's format only.
-  if (engine.device == Device::cuda) return make_gpu_learner(cfg, obs_dim, head, loss, adam, seed);
+  // on either device: runtime.dtype is the GPU actor's format only, and
+  // runtime.learner_dtype the GPU learner's GEMM inputs (the CPU computes in f32).
+  if (engine.device == Device::cuda)
+    return make_gpu_learner(cfg, obs_dim, head, loss, adam, seed, engine.learner);
+  if (engine.learner != Precision::float32)
+    throw ConfigError(std::string("runtime.learner_dtype: ") + precision_name(engine.learner) +
+                      " GEMMs need runtime.device: cuda (the CPU learner computes in float32)");
   return std::make_unique<CpuLearnerRole>(cfg, obs_dim, head, loss, adam, seed);
 }
 

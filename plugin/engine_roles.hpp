@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/precision.hpp"
 #include "kernels/rng.hpp"
 #include "policy/actor_critic.hpp"
 #include "policy/cpu_learner.hpp"
@@ -27,11 +28,12 @@ namespace mambarl {
 
 enum class Device { cpu, cuda };
 
-// Where the engines run and in what precision (runtime.device / runtime.dtype,
-// resolved by the host).
+// Where the engines run and in what precision (runtime.device / runtime.dtype /
+// runtime.learner_dtype, resolved by the host).
 struct EngineChoice {
   Device device = Device::cpu;
   bool bf16_weights = false;  // the GPU actor's matrices in bf16; f32 state and accumulation
+  Precision learner = Precision::float32;  // the GPU learner's GEMM inputs (policy/gpu_learner.hpp)
 };
 
 // Thrown by a role for a call its engine can never serve (a CPU actor asked
@@ -104,7 +106,7 @@ std::string cuda_unavailable_reason();
 
 std::unique_ptr<LearnerRole> make_gpu_learner(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head,
                                               const PpoLossConfig& loss, const AdamWConfig& adam,
-                                              uint64_t seed);
+                                              uint64_t seed, Precision precision);
 
 std::unique_ptr<ActorRole> make_gpu_actor(std::shared_ptr<const ActorCritic<float>> model,
                                           const PolicyConfig& cfg, int num_envs, uint64_t seed,

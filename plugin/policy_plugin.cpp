@@ -138,6 +138,14 @@ EngineChoice engine_choice(const PolicyType& type, const char* device, const cha
   return e;
 }
 
+// runtime.learner_dtype from the experiment's YAML (the ABI carries only the
+// actor's dtype; the host has validated the key): by default the actor's
+// dtype, float16 only when asked for.
+Precision learner_precision(const YAML::Node& root, const std::string& file, const char* dtype) {
+  const ConfigNode rt = ConfigNode(root, file).child("runtime");
+  return precision_from_name(rt.get_choice("learner_dtype", dtype, {"float32", "bfloat16", "float16"}));
+}
+
 std::string emit_yaml(const YAML::Node& n) {
   YAML::Emitter e;
   e << n;
@@ -197,9 +205,10 @@ mambarl_status create_policy(const PolicyType& type, const mambarl_policy_create
     if (out == nullptr) throw Error("create: null output pointer");
     *out = nullptr;
     if (args == nullptr) throw Error("create: null args");
-    const EngineChoice engine = engine_choice(type, args->device, args->dtype);
+    EngineChoice engine = engine_choice(type, args->device, args->dtype);
     const std::string file = args->config_file ? args->config_file : "(experiment config)";
     const YAML::Node root = experiment_root(*args, file);
+    engine.learner = learner_precision(root, file, args->dtype);
     const ConfigNode section = ConfigNode(root, file).child("policy");
     const PolicyConfig cfg = PolicyConfig::from_yaml(section);
     if (cfg.type != type.name)

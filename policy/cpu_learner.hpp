@@ -36,6 +36,7 @@ struct TrainResult {
   double grad_norm = 0;
   bool skipped = false;   // non-finite loss or gradient: weights untouched
   std::string reason;     // which quantity / tensor was not finite
+  double loss_scale = 1;  // the float16 GPU learner's loss scale for the next update (1 otherwise)
 };
 
 class CpuLearner {

@@ -24,6 +24,16 @@
 // graph), and a replay is refused if any buffer it baked in moved
 // (policy/cuda_graph.hpp), the mixers' buffers included. No device
 // allocation happens after capture.
+//
+// Precision (kernels/precision.hpp): float32 runs every GEMM in f32 (the
+// CPU-parity path). bfloat16 / float16 keep the f32 master weights, moments,
+// scans, norms and loss, and run the GEMMs on 16-bit inputs with f32
+// accumulation into f32 outputs: the weights' 16-bit shadow (one (P) buffer)
+// is refreshed inside the update right after AdamW and on every weights-in
+// (set_params, load); activations are cast into one preallocated scratch as
+// each GEMM consumes them. float16 also scales the loss (kernels/loss_scale.cuh):
+// an overflowing update is skipped (reason "f16 loss-scale overflow (scale S)")
+// and S halves; TrainResult::loss_scale reports S.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +42,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/loss_scale.cuh"
+#include "kernels/precision.hpp"
 #include "policy/cpu_learner.hpp"
 #include "policy/gpu_mixer.hpp"
 
@@ -44,7 +56,7 @@ class GpuLearner {
   enum class Launch { graph, eager };
 
   GpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
-             const AdamWConfig& adam, uint64_t seed);
+             const AdamWConfig& adam, uint64_t seed, Precision precision = Precision::float32);
   ~GpuLearner();
   GpuLearner(const GpuLearner&) = delete;
   GpuLearner& operator=(const GpuLearner&) = delete;
@@ -64,6 +76,13 @@ class GpuLearner {
 
   void set_launch(Launch mode);
   Launch launch() const;
+  Precision precision() const;
+
+  // float16 only: the loss scale S of the next update, and setting it (a
+  // power of two >= 1; tests force an overflow with a huge one) with the
+  // number of good updates in a row that double it (restarting the count).
+  double loss_scale() const;
+  void set_loss_scale(double scale, int growth_interval = cuda::kGrowthInterval);
 
   const ActorCritic<float>& model() const;
   std::shared_ptr<const ActorCritic<float>> shared_model() const;
@@ -72,7 +91,7 @@ class GpuLearner {
   // Device <-> host copies of the flat f32 buffers (model().layout()).
   std::vector<float> params() const;  // weights out
   void set_params(const float* w, size_t n);  // weights in
-  std::vector<float> grads() const;           // the last update's gradient, BEFORE clipping
+  std::vector<float> grads() const;           // the last update's gradient, BEFORE clipping (f16: unscaled)
   std::vector<float> exp_avg() const;
   std::vector<float> exp_avg_sq() const;
   long long step_count() const;

@@ -423,6 +423,15 @@ BOOST_AUTO_TEST_CASE(dtype_is_checked_by_create) {
   CHECK_HAS(error_of([&] { PolicyHandle::create(f, null_dtype); }), "runtime.dtype: unknown dtype ''");
   args.dtype = "float32";
   BOOST_TEST(PolicyHandle::create(f, args.get())->info().num_params > 0);
+  // runtime.learner_dtype comes from the config text: a 16-bit learner needs the GPU.
+  for (const char* dt : {"bfloat16", "float16"}) {
+    args.text = config_for("mamba1", std::string("runtime: {learner_dtype: ") + dt + "}\n");
+    CHECK_HAS(error_of([&] { PolicyHandle::create(f, args.get()); }),
+              std::string("runtime.learner_dtype: ") + dt + " GEMMs need runtime.device: cuda");
+  }
+  args.text = config_for("mamba1", "runtime: {learner_dtype: float8}\n");
+  CHECK_HAS(error_of([&] { PolicyHandle::create(f, args.get()); }),
+            "runtime.learner_dtype: 'float8' is not one of float32|bfloat16|float16");
 }
 
 BOOST_AUTO_TEST_CASE(error_buffer_is_truncated_not_overrun) {
