@@ -64,11 +64,19 @@ std::string env_backend(const ConfigNode& env_cfg) {
   return b;
 }
 
-std::unique_ptr<VecEnv> make_vec_env(const ConfigNode& env_cfg) {
+EnvHead read_env_head(const ConfigNode& env_cfg) {
   if (!env_cfg.defined() || !env_cfg.yaml().IsMap()) env_cfg.fail("", "expected a map with at least a `type`");
-  const std::string type = env_cfg.require<std::string>("type");
-  const int num_envs = env_cfg.get_in<int>("num_envs", 16, 1, kMaxNumEnvs);
-  env_backend(env_cfg);  // validated here; which backend runs is the runner's choice
+  EnvHead head;
+  head.type = env_cfg.require<std::string>("type");
+  head.num_envs = env_cfg.get_in<int>("num_envs", 16, 1, kMaxNumEnvs);
+  env_backend(env_cfg);  // validated with the head; which backend runs is the runner's choice
+  return head;
+}
+
+std::unique_ptr<VecEnv> make_vec_env(const ConfigNode& env_cfg) {
+  const EnvHead head = read_env_head(env_cfg);
+  const std::string& type = head.type;
+  const int num_envs = head.num_envs;
   EnvFactory factory;
   {
     Registry& r = registry();
