@@ -112,11 +112,10 @@ void DeviceRollout::record(cudaStream_t s) {
 
 void DeviceRollout::collect(Chunk& stats) {
   const cudaStream_t s = stream();
-  // The actor's host-side calls since the last chunk (set_weights, set_state,
-  // set_rng on a resume) may still run on the actor's own stream, and the ABI
-  // gives no event to order ours after it. In the synchronous loop nothing
-  // else is in flight, so waiting for the device costs only that pending work.
-  MAMBARL_CUDA_CHECK(cudaDeviceSynchronize());
+  // The actor's host-side calls since the last chunk (set_weights; set_state
+  // and set_rng on a resume) synchronise its own stream before returning
+  // (plugin/plugin_host.hpp), and our stream was synchronised at the end of
+  // the last chunk, so the two never overlap.
   if (!graph_.captured()) {
     const DeviceChunk& c = chunk_;
     graph_.capture(s,
