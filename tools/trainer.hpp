@@ -32,6 +32,7 @@ struct TrainSummary {
   std::string checkpoint, metrics, curve;
   size_t queue_high_water = 0;  // async mode: most chunks ever queued for the learner
   size_t queue_capacity = 0;    // its bound (runtime.queue_size); 0 in sync mode
+  bool overlap_envs = false;    // each actor's envs stepped in two overlapped halves (runtime.overlap_envs)
 };
 
 TrainSummary run_training(const Experiment& exp, const TrainOptions& opts, std::ostream& log);
