@@ -8,7 +8,9 @@
 // their next chunk, and drops chunks older than runtime.max_policy_lag. An
 // actor busy on one chunk for longer than runtime.actor_stall_s (an env or
 // policy call that hangs) stops the run with an error naming the actor, since
-// when it was busy and at which of its env steps it got stuck.
+// when it was busy and at which of its env steps it got stuck. In either mode
+// runtime.overlap_envs may split each actor's envs in two halves whose env
+// steps overlap the other half's actor step (tools/rollout.hpp).
 #pragma once
 
 #include <iosfwd>
