@@ -10,25 +10,21 @@
 //   EnvStepResult step(int action, float* obs); // action in [0, spec().action.n); writes the next obs
 //   void render(std::ostream& os) const;       // text picture of the current state
 // The env decides `terminated`; `truncated` comes from spec().max_episode_steps here.
+// reset/step are MAMBARL_HD (the CUDA backend runs the same code), and the
+// per-env bookkeeping is EnvBatch's (envs/env_batch.hpp), shared with it too.
 #pragma once
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <ostream>
 #include <type_traits>
 #include <vector>
 
+#include "envs/env_batch.hpp"
 #include "envs/vec_env.hpp"
 #include "kernels/check.hpp"
 #include "kernels/rng.hpp"
 
 namespace mambarl {
-
-struct EnvStepResult {
-  float reward = 0.0f;
-  bool terminated = false;
-};
 
 template <typename Env>
 class BatchedEnv final : public VecEnv {
@@ -60,56 +56,18 @@ class BatchedEnv final : public VecEnv {
   int num_envs() const override { return B_; }
 
   void reset(uint64_t seed) override {
-    const size_t O = static_cast<size_t>(spec_.obs_dim);
-    for (int b = 0; b < B_; ++b) {
-      rngs_[b] = Rng(seed, static_cast<uint64_t>(b));
-      envs_[b].reset(rngs_[b], obs_.data() + b * O);
-    }
-    final_obs_ = obs_;  // same size: a copy into the existing buffer, pointers stay fixed
-    std::fill(reward_.begin(), reward_.end(), 0.0f);
-    std::fill(terminated_.begin(), terminated_.end(), 0);
-    std::fill(truncated_.begin(), truncated_.end(), 0);
-    std::fill(episode_return_.begin(), episode_return_.end(), 0.0f);
-    std::fill(episode_length_.begin(), episode_length_.end(), 0);
-    std::fill(running_return_.begin(), running_return_.end(), 0.0);
-    std::fill(running_length_.begin(), running_length_.end(), 0);
+    const EnvBatch<Env> batch = view();
+    for (int b = 0; b < B_; ++b) batch.reset_env(b, seed);
   }
 
   void step(const float* actions) override {
-    const size_t O = static_cast<size_t>(spec_.obs_dim);
     const int n = spec_.action.n;
     // Validate the whole batch first, so that a bad action leaves every env unstepped.
-    for (int b = 0; b < B_; ++b) {
-      const float a = actions[b];
-      // Written so that NaN fails too (every comparison with NaN is false).
-      MAMBARL_CHECK(a >= 0.0f && a < static_cast<float>(n) && a == std::floor(a),
-                    spec_.id << ": env " << b << " got action " << a << ", expected an integer in [0, "
-                             << n - 1 << "]");
-    }
-    for (int b = 0; b < B_; ++b) {
-      const int a = static_cast<int>(actions[b]);
-      float* obs = obs_.data() + b * O;
-      float* fin = final_obs_.data() + b * O;
-      const EnvStepResult r = envs_[b].step(a, fin);
-      // The episode's return sums in double: 600 steps of 1/600 must give 1 to float precision.
-      running_return_[b] += r.reward;
-      running_length_[b] += 1;
-      const bool trunc = spec_.max_episode_steps > 0 && running_length_[b] >= spec_.max_episode_steps;
-      reward_[b] = r.reward;
-      terminated_[b] = r.terminated;
-      truncated_[b] = trunc;
-      if (r.terminated || trunc) {
-        episode_return_[b] = static_cast<float>(running_return_[b]);
-        episode_length_[b] = running_length_[b];
-        running_return_[b] = 0.0;
-        running_length_[b] = 0;
-        envs_[b].reset(rngs_[b], obs);
-      } else {
-        episode_return_[b] = 0.0f;
-        episode_length_[b] = 0;
-        std::memcpy(obs, fin, O * sizeof(float));
-      }
-    }
+    for (int b = 0; b < B_; ++b)
+      MAMBARL_CHECK(is_valid_action(actions[b], n), spec_.id << ": env " << b << " got action " << actions[b]
+                                                              << ", expected an integer in [0, " << n - 1 << "]");
+    const EnvBatch<Env> batch = view();
+    for (int b = 0; b < B_; ++b) batch.step_env(b, static_cast<int>(actions[b]));
   }
 
   const float* obs() const override { return obs_.data(); }
@@ -150,6 +108,13 @@ class BatchedEnv final : public VecEnv {
   }
 
  private:
+  EnvBatch<Env> view() {
+    return {envs_.data(),           rngs_.data(),      obs_.data(),           final_obs_.data(),
+            reward_.data(),         terminated_.data(), truncated_.data(),    episode_return_.data(),
+            episode_length_.data(), running_return_.data(), running_length_.data(), spec_.obs_dim,
+            spec_.max_episode_steps};
+  }
+
   template <typename T>
   static size_t bytes_of(const std::vector<T>& v) { return v.size() * sizeof(T); }
   template <typename T>

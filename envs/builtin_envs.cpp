@@ -1,14 +1,13 @@
-// Factories of the bundled env types: each reads and validates its own keys of
-// the `env:` map (written defaults here, unknown keys rejected) and wraps a
-// prototype env struct in the generic BatchedEnv.
+// The bundled env types: each reads and validates its own keys of the `env:`
+// map (written defaults here, unknown keys rejected) into a prototype env
+// struct; the CPU factories wrap it in the generic BatchedEnv.
 #include "envs/builtin_envs.hpp"
+
+#include <algorithm>
+#include <type_traits>
 
 #include "envs/batched_env.hpp"
 #include "envs/card_deck.hpp"
-#include "envs/cartpole.hpp"
-#include "envs/count_recall.hpp"
-#include "envs/repeat_previous.hpp"
-#include "envs/tmaze.hpp"
 
 namespace mambarl {
 namespace {
@@ -19,52 +18,82 @@ int read_difficulty(const ConfigNode& cfg) {
   return d == "easy" ? 0 : d == "medium" ? 1 : 2;
 }
 
-template <typename Env>
-std::unique_ptr<VecEnv> batched(const Env& prototype, int num_envs) {
-  return std::make_unique<BatchedEnv<Env>>(prototype, num_envs);
-}
-
-std::unique_ptr<VecEnv> make_cartpole(const ConfigNode& cfg, int num_envs) {
+EnvPrototype cartpole(const ConfigNode& cfg) {
   check_env_keys(cfg, {});
-  return batched(CartPole::full(), num_envs);
+  return CartPole::full();
 }
 
-std::unique_ptr<VecEnv> make_stateless_cartpole(const ConfigNode& cfg, int num_envs) {
+EnvPrototype stateless_cartpole(const ConfigNode& cfg) {
   check_env_keys(cfg, {"difficulty"});
   static const int kMaxLen[] = {200, 400, 600};  // PositionOnlyCartPole{Easy,Medium,Hard}
-  return batched(CartPole::stateless(kMaxLen[read_difficulty(cfg)]), num_envs);
+  return CartPole::stateless(kMaxLen[read_difficulty(cfg)]);
 }
 
-std::unique_ptr<VecEnv> make_repeat_previous(const ConfigNode& cfg, int num_envs) {
+EnvPrototype repeat_previous(const ConfigNode& cfg) {
   check_env_keys(cfg, {"difficulty"});
   static const int kDecks[] = {1, 2, 3}, kK[] = {4, 32, 64};  // RepeatPrevious{Easy,Medium,Hard}
   const int d = read_difficulty(cfg);
-  return batched(RepeatPrevious(kDecks[d], kK[d]), num_envs);
+  return RepeatPrevious(kDecks[d], kK[d]);
 }
 
-std::unique_ptr<VecEnv> make_count_recall(const ConfigNode& cfg, int num_envs) {
+EnvPrototype count_recall(const ConfigNode& cfg) {
   check_env_keys(cfg, {"difficulty"});
   static const int kDecks[] = {1, 2, 4};  // CountRecall{Easy,Medium,Hard}
   static const CardFeature kFeature[] = {CardFeature::colour, CardFeature::suit, CardFeature::rank};
   const int d = read_difficulty(cfg);
-  return batched(CountRecall(kDecks[d], kFeature[d]), num_envs);
+  return CountRecall(kDecks[d], kFeature[d]);
 }
 
-std::unique_ptr<VecEnv> make_tmaze(const ConfigNode& cfg, int num_envs) {
+EnvPrototype tmaze(const ConfigNode& cfg) {
   check_env_keys(cfg, {"length", "step_penalty"});
   const int length = cfg.get_in<int>("length", 10, 1, 100000);
   const float step_penalty = cfg.get_in<float>("step_penalty", 0.0f, 0.0f, 1.0f);
-  return batched(TMaze(length, step_penalty), num_envs);
+  return TMaze(length, step_penalty);
 }
+
+struct BuiltinType {
+  const char* type;
+  EnvPrototype (*prototype)(const ConfigNode& cfg);
+};
+// Sorted by type.
+constexpr BuiltinType kBuiltinTypes[] = {{"cartpole", cartpole},
+                                         {"count_recall", count_recall},
+                                         {"repeat_previous", repeat_previous},
+                                         {"stateless_cartpole", stateless_cartpole},
+                                         {"tmaze", tmaze}};
 
 }  // namespace
 
+const std::vector<std::string>& builtin_env_types() {
+  static const std::vector<std::string> types = [] {
+    std::vector<std::string> t;
+    for (const BuiltinType& b : kBuiltinTypes) t.emplace_back(b.type);
+    return t;
+  }();
+  return types;
+}
+
+EnvPrototype builtin_env_prototype(const std::string& type, const ConfigNode& env_cfg) {
+  const auto it = std::find_if(std::begin(kBuiltinTypes), std::end(kBuiltinTypes),
+                               [&](const BuiltinType& b) { return type == b.type; });
+  MAMBARL_CHECK(it != std::end(kBuiltinTypes),
+                "builtin_env_prototype: '" << type << "' is not a bundled env type");
+  return it->prototype(env_cfg);
+}
+
 std::vector<std::pair<std::string, EnvFactory>> builtin_env_factories() {
-  return {{"cartpole", make_cartpole},
-          {"stateless_cartpole", make_stateless_cartpole},
-          {"repeat_previous", make_repeat_previous},
-          {"count_recall", make_count_recall},
-          {"tmaze", make_tmaze}};
+  std::vector<std::pair<std::string, EnvFactory>> factories;
+  for (const BuiltinType& b : kBuiltinTypes) {
+    const std::string type = b.type;
+    factories.emplace_back(type, [type](const ConfigNode& cfg, int num_envs) {
+      return std::visit(
+          [num_envs](const auto& prototype) -> std::unique_ptr<VecEnv> {
+            return std::make_unique<BatchedEnv<std::decay_t<decltype(prototype)>>>(prototype, num_envs);
+          },
+          builtin_env_prototype(type, cfg));
+    });
+  }
+  return factories;
 }
 
 }  // namespace mambarl

@@ -1,15 +1,41 @@
-// The env types bundled with mambarl, as (type, factory) pairs. The registry
-// inserts them when it is first used: an explicit call, not static
-// initialisers, which a static library would drop at link time.
+// The env types bundled with mambarl. One function maps an `env:` config to
+// the prototype env struct it describes (reading and validating the type's
+// own keys); the CPU factories (BatchedEnv) and the CUDA ones
+// (make_gpu_vec_env) both build from it, so the two backends accept exactly
+// the same configs. The registry inserts the CPU factories when it is first
+// used: an explicit call, not static initialisers, which a static library
+// would drop at link time.
 #pragma once
 
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
+#include "envs/cartpole.hpp"
+#include "envs/count_recall.hpp"
+#include "envs/repeat_previous.hpp"
+#include "envs/tmaze.hpp"
 #include "envs/vec_env.hpp"
 
 namespace mambarl {
+
+// One alternative per env struct (cartpole and stateless_cartpole are both CartPole).
+using EnvPrototype = std::variant<CartPole, RepeatPrevious, CountRecall, TMaze>;
+
+// The bundled types, sorted.
+const std::vector<std::string>& builtin_env_types();
+
+// The prototype of bundled type `type` (one of builtin_env_types()) that
+// env_cfg describes; unknown keys and bad values are ConfigErrors.
+EnvPrototype builtin_env_prototype(const std::string& type, const ConfigNode& env_cfg);
+
+// The keys every env type shares, read and checked as make_vec_env does.
+struct EnvHead {
+  std::string type;
+  int num_envs = 0;
+};
+EnvHead read_env_head(const ConfigNode& env_cfg);
 
 std::vector<std::pair<std::string, EnvFactory>> builtin_env_factories();
 

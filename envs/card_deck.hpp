@@ -3,12 +3,12 @@
 // (suits spades, diamonds, clubs, hearts; colours black, red), so each deck holds
 // 13 of every suit, 26 of every colour and 4 of every rank. A fixed-capacity
 // array keeps the env structs plain copyable values (no allocation per episode).
+// Everything a step uses is MAMBARL_HD (the CUDA env backend runs this code),
+// hence a plain array rather than std::array, and host-only checks.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <string>
-#include <utility>
 
 #include "kernels/check.hpp"
 #include "kernels/rng.hpp"
@@ -24,7 +24,7 @@ struct CardDeck {
 
   int num_cards = kDeckSize;
   int dealt = 0;                          // cards dealt since the last shuffle
-  std::array<int16_t, kMaxCards> order{};  // (num_cards): deal order after a shuffle
+  int16_t order[kMaxCards] = {};          // (num_cards): deal order after a shuffle
 
   explicit CardDeck(int num_decks = 1) : num_cards(kDeckSize * num_decks) {
     MAMBARL_CHECK(num_decks >= 1 && num_decks <= kMaxDecks,
@@ -32,27 +32,37 @@ struct CardDeck {
   }
 
   // Fisher-Yates over the identity, so a shuffle depends only on the rng state.
-  void shuffle(Rng& rng) {
-    for (int i = 0; i < num_cards; ++i) order[static_cast<size_t>(i)] = static_cast<int16_t>(i);
-    for (int i = num_cards - 1; i > 0; --i)
-      std::swap(order[static_cast<size_t>(i)], order[rng.below(static_cast<uint32_t>(i + 1))]);
+  MAMBARL_HD void shuffle(Rng& rng) {
+    for (int i = 0; i < num_cards; ++i) order[i] = static_cast<int16_t>(i);
+    for (int i = num_cards - 1; i > 0; --i) {
+      const uint32_t j = rng.below(static_cast<uint32_t>(i + 1));
+      const int16_t t = order[i];
+      order[i] = order[j];
+      order[j] = t;
+    }
     dealt = 0;
   }
 
-  int remaining() const { return num_cards - dealt; }
-  int deal() {
+  MAMBARL_HD int remaining() const { return num_cards - dealt; }
+  // The envs never deal from an empty deck (their episodes end first); the
+  // host checks it, a device cannot throw.
+  MAMBARL_HD int deal() {
+#ifndef __CUDA_ARCH__
     MAMBARL_CHECK(dealt < num_cards, "CardDeck: dealing from an empty deck");
-    return order[static_cast<size_t>(dealt++)];
+#endif
+    return order[dealt++];
   }
-  int dealt_card(int i) const { return order[static_cast<size_t>(i)]; }  // i-th card dealt, 0-based
+  MAMBARL_HD int dealt_card(int i) const { return order[i]; }  // i-th card dealt, 0-based
 
-  static int suit(int card) { return card % 4; }
-  static int colour(int card) { return card % 2; }
-  static int rank(int card) { return (card % kDeckSize) / 4; }
-  static int feature(CardFeature f, int card) {
+  MAMBARL_HD static int suit(int card) { return card % 4; }
+  MAMBARL_HD static int colour(int card) { return card % 2; }
+  MAMBARL_HD static int rank(int card) { return (card % kDeckSize) / 4; }
+  MAMBARL_HD static int feature(CardFeature f, int card) {
     return f == CardFeature::colour ? colour(card) : f == CardFeature::suit ? suit(card) : rank(card);
   }
-  static int num_values(CardFeature f) { return f == CardFeature::colour ? 2 : f == CardFeature::suit ? 4 : 13; }
+  MAMBARL_HD static int num_values(CardFeature f) {
+    return f == CardFeature::colour ? 2 : f == CardFeature::suit ? 4 : 13;
+  }
   // Short names for render(): "b"/"r", "s"/"d"/"c"/"h", "a".."k".
   static std::string name(CardFeature f, int value) {
     static const char* const kColours[] = {"b", "r"};

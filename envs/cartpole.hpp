@@ -15,8 +15,11 @@
 //                       truncated at max_len (easy 200, medium 400, hard 600)
 #pragma once
 
+#include <math.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <iomanip>
 #include <limits>
 #include <ostream>
@@ -43,7 +46,7 @@ struct CartPolePhysics {
 
   double x = 0, x_dot = 0, theta = 0, theta_dot = 0;
 
-  void reset(Rng& rng) {
+  MAMBARL_HD void reset(Rng& rng) {
     x = rng.uniform(-0.05, 0.05);
     x_dot = rng.uniform(-0.05, 0.05);
     theta = rng.uniform(-0.05, 0.05);
@@ -51,9 +54,11 @@ struct CartPolePhysics {
   }
 
   // action 1 pushes right, 0 pushes left. Returns whether the new state is terminal.
-  bool step(int action) {
+  // ::cos/::sin of a double: glibc's on the host (what std::cos calls), CUDA's
+  // on the device, which may differ from glibc's in the last bit.
+  MAMBARL_HD bool step(int action) {
     const double force = action == 1 ? kForceMag : -kForceMag;
-    const double costheta = std::cos(theta), sintheta = std::sin(theta);
+    const double costheta = ::cos(theta), sintheta = ::sin(theta);
     const double temp = (force + kPoleMassLength * (theta_dot * theta_dot) * sintheta) / kTotalMass;
     const double thetaacc = (kGravity * sintheta - costheta * temp) /
                             (kHalfPoleLength * (4.0 / 3.0 - kMassPole * (costheta * costheta) / kTotalMass));
@@ -67,15 +72,19 @@ struct CartPolePhysics {
 };
 
 struct CartPole {
-  bool position_only = false;  // true: stateless_cartpole
-  int max_steps = 500;         // truncation limit
+  // Saved as raw bytes (BatchedEnv::save_state), so laid out without implicit
+  // padding, whose bytes would be indeterminate: two equal envs must save equal
+  // bytes. The 16 bytes ahead of the doubles are spelled out (static_assert below).
+  int32_t position_only = 0;  // 1: stateless_cartpole
+  int32_t max_steps = 500;    // truncation limit
   float step_reward = 1.0f;
+  int32_t unused = 0;         // fills the 8-byte alignment of physics; always 0
   CartPolePhysics physics;
 
   static CartPole full() { return CartPole{}; }
   static CartPole stateless(int max_len) {
     CartPole c;
-    c.position_only = true;
+    c.position_only = 1;
     c.max_steps = max_len;
     c.step_reward = 1.0f / static_cast<float>(max_len);
     return c;
@@ -97,12 +106,12 @@ struct CartPole {
     return s;
   }
 
-  void reset(Rng& rng, float* obs) {
+  MAMBARL_HD void reset(Rng& rng, float* obs) {
     physics.reset(rng);
     write_obs(obs);
   }
 
-  EnvStepResult step(int action, float* obs) {
+  MAMBARL_HD EnvStepResult step(int action, float* obs) {
     const bool terminated = physics.step(action);
     write_obs(obs);
     return {step_reward, terminated};
@@ -122,7 +131,7 @@ struct CartPole {
   }
 
  private:
-  void write_obs(float* obs) const {
+  MAMBARL_HD void write_obs(float* obs) const {
     if (position_only) {
       obs[0] = static_cast<float>(physics.x);
       obs[1] = static_cast<float>(physics.theta);
@@ -134,5 +143,6 @@ struct CartPole {
     }
   }
 };
+static_assert(sizeof(CartPole) == 16 + sizeof(CartPolePhysics), "CartPole must have no padding bytes");
 
 }  // namespace mambarl

@@ -17,7 +17,7 @@
 // 2 decks suits (V=4, M=26), hard 4 decks ranks (V=13, M=16).
 #pragma once
 
-#include <array>
+#include <cstdint>
 #include <ostream>
 
 #include "envs/batched_env.hpp"
@@ -31,7 +31,10 @@ struct CountRecall {
   int V = 2;                      // distinct feature values
   int query = 0;                  // feature value of the query in the current obs
   int last_value = 0;             // feature value of the value card in the current obs
-  std::array<int16_t, 13> counts{};  // (V): value cards dealt so far, per feature value
+  int16_t counts[13] = {};        // (V): value cards dealt so far, per feature value
+  // Saved as raw bytes (BatchedEnv::save_state): spelled out so that the struct
+  // has no padding, whose bytes would be indeterminate (static_assert below).
+  int16_t unused = 0;
 
   CountRecall(int num_decks, CardFeature f)
       : feature(f), values(num_decks), queries(num_decks), V(CardDeck::num_values(f)) {}
@@ -49,15 +52,15 @@ struct CountRecall {
     return s;
   }
 
-  void reset(Rng& rng, float* obs) {
+  MAMBARL_HD void reset(Rng& rng, float* obs) {
     values.shuffle(rng);
     queries.shuffle(rng);
-    counts.fill(0);
+    for (int16_t& c : counts) c = 0;
     deal(obs);
   }
 
-  EnvStepResult step(int action, float* obs) {
-    const int answer = counts[static_cast<size_t>(query)];
+  MAMBARL_HD EnvStepResult step(int action, float* obs) {
+    const int answer = counts[query];
     deal(obs);
     const float scale = 1.0f / static_cast<float>(values.num_cards - 1);
     return {action == answer ? scale : -scale, values.remaining() == 0};
@@ -66,19 +69,22 @@ struct CountRecall {
   void render(std::ostream& os) const {
     os << "card " << values.dealt << "/" << values.num_cards << ": dealt "
        << CardDeck::name(feature, last_value) << ", query " << CardDeck::name(feature, query) << "  counts";
-    for (int v = 0; v < V; ++v) os << " " << CardDeck::name(feature, v) << "=" << counts[static_cast<size_t>(v)];
+    for (int v = 0; v < V; ++v) os << " " << CardDeck::name(feature, v) << "=" << counts[v];
     os << "\n";
   }
 
  private:
-  void deal(float* obs) {
+  MAMBARL_HD void deal(float* obs) {
     last_value = CardDeck::feature(feature, values.deal());
     query = CardDeck::feature(feature, queries.deal());
-    counts[static_cast<size_t>(last_value)] += 1;
+    counts[last_value] += 1;
     for (int i = 0; i < 2 * V; ++i) obs[i] = 0.0f;
     obs[last_value] = 1.0f;
     obs[V + query] = 1.0f;
   }
 };
+static_assert(sizeof(CountRecall) ==
+                  sizeof(CardFeature) + 2 * sizeof(CardDeck) + 3 * sizeof(int) + 14 * sizeof(int16_t),
+              "CountRecall must have no padding bytes");
 
 }  // namespace mambarl

@@ -58,10 +58,18 @@ void check_env_keys(const ConfigNode& env_cfg, std::initializer_list<const char*
   env_cfg.check_known(known);
 }
 
-std::unique_ptr<VecEnv> make_vec_env(const ConfigNode& env_cfg) {
+EnvHead read_env_head(const ConfigNode& env_cfg) {
   if (!env_cfg.defined() || !env_cfg.yaml().IsMap()) env_cfg.fail("", "expected a map with at least a `type`");
-  const std::string type = env_cfg.require<std::string>("type");
-  const int num_envs = env_cfg.get_in<int>("num_envs", 16, 1, kMaxNumEnvs);
+  EnvHead head;
+  head.type = env_cfg.require<std::string>("type");
+  head.num_envs = env_cfg.get_in<int>("num_envs", 16, 1, kMaxNumEnvs);
+  return head;
+}
+
+std::unique_ptr<VecEnv> make_vec_env(const ConfigNode& env_cfg) {
+  const EnvHead head = read_env_head(env_cfg);
+  const std::string& type = head.type;
+  const int num_envs = head.num_envs;
   EnvFactory factory;
   {
     Registry& r = registry();

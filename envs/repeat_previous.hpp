@@ -40,12 +40,12 @@ struct RepeatPrevious {
     return s;
   }
 
-  void reset(Rng& rng, float* obs) {
+  MAMBARL_HD void reset(Rng& rng, float* obs) {
     deck.shuffle(rng);
     write_obs(deck.deal(), obs);
   }
 
-  EnvStepResult step(int action, float* obs) {
+  MAMBARL_HD EnvStepResult step(int action, float* obs) {
     const bool terminated = deck.remaining() == 1;
     float reward = 0.0f;
     if (deck.dealt >= k) {
@@ -69,7 +69,7 @@ struct RepeatPrevious {
   }
 
  private:
-  static void write_obs(int card, float* obs) {
+  MAMBARL_HD static void write_obs(int card, float* obs) {
     for (int i = 0; i < 4; ++i) obs[i] = 0.0f;
     obs[CardDeck::suit(card)] = 1.0f;
   }

@@ -49,13 +49,13 @@ struct TMaze {
     return s;
   }
 
-  void reset(Rng& rng, float* obs) {
+  MAMBARL_HD void reset(Rng& rng, float* obs) {
     cue = static_cast<int>(rng.below(2));
     pos = 0;
     write_obs(cue == 0 ? kCueLeft : kCueRight, obs);
   }
 
-  EnvStepResult step(int action, float* obs) {
+  MAMBARL_HD EnvStepResult step(int action, float* obs) {
     if (pos == length && action != kForward) {
       const bool correct = (action == kLeft) == (cue == 0);
       write_obs(kJunction, obs);
@@ -75,7 +75,7 @@ struct TMaze {
   }
 
  private:
-  static void write_obs(int index, float* obs) {
+  MAMBARL_HD static void write_obs(int index, float* obs) {
     for (int i = 0; i < 4; ++i) obs[i] = 0.0f;
     obs[index] = 1.0f;
   }

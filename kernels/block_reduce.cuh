@@ -22,6 +22,35 @@ __device__ __forceinline__ V warp_sum(V v) {
   return v;
 }
 
+// Warp-wide sums of V values per lane (V a power of two <= 32) in log2(V)
+// exchange-halves steps + 5 - log2(V) plain steps: 31 shuffles for V = 32
+// where V warp_sums take 5 V. Afterwards lane l holds in the return value
+// the sum of value index l / (32 / V); the 32 / V lanes sharing an index
+// hold the same bits (a + b == b + a), and the summation order is fixed.
+template <int V>
+__device__ __forceinline__ float warp_reduce_scatter(float (&v)[V]) {
+  static_assert(V >= 1 && V <= 32 && (V & (V - 1)) == 0, "V must be a power of two <= 32");
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int o = 16, c = V; o > 0; o >>= 1, c = c > 1 ? c / 2 : 1) {
+    if (c > 1) {
+      // Lanes with bit o set keep the upper half of their values, the others
+      // the lower half; each adds its partner's copy of the half it keeps.
+      const int h = c / 2;
+      const bool up = (lane & o) != 0;
+#pragma unroll
+      for (int i = 0; i < h; ++i) {
+        const float send = up ? v[i] : v[i + h];
+        const float keep = up ? v[i + h] : v[i];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+      }
+    } else {
+      v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
+    }
+  }
+  return v[0];
+}
+
 // Sum of v over the block; every thread gets the same value. scratch: 32
 // values of shared memory, free again when this returns.
 template <typename V>

@@ -1,4 +1,4 @@
-#include "kernels/linear.cuh"
+#include <cuda_fp16.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -6,6 +6,7 @@
 #include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/linear.cuh"
 
 namespace mambarl::cuda {
 
@@ -201,15 +202,46 @@ bool gemv_ok(int M, int in, const float* X, const Wt* W) {
   return M <= kGemvMaxRows && in % 4 == 0 && aligned(X, 16) && aligned(W, 4 * sizeof(Wt));
 }
 
-__global__ void to_bf16_kernel(size_t n, const float* __restrict__ in, __nv_bfloat16* __restrict__ out) {
+__device__ __forceinline__ __nv_bfloat16 round_to(float v, __nv_bfloat16*) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ __half round_to(float v, __half*) { return __float2half_rn(v); }
+
+// out (rows, cols) dense = in (rows, cols) with row stride ld, rounded to Lt
+// (a 1-D cast is rows = 1). Rounding to nearest even: an f16 beyond 65504
+// becomes inf, which the learner's non-finite check then catches.
+template <class Lt>
+__global__ void cast_kernel(size_t rows, size_t cols, const float* __restrict__ in, size_t ld,
+                            Lt* __restrict__ out) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = __float2bfloat16_rn(in[i]);
+  if (i >= rows * cols) return;
+  const size_t r = i / cols, c = i % cols;
+  out[i] = round_to(in[r * ld + c], out);
+}
+
+// A 16-bit scratch region starts on a 128-byte boundary (cuBLAS's tensor-core
+// kernels want 16-byte aligned operands; 128 keeps whole cache lines).
+constexpr size_t kCastAlign = 64;
+
+size_t cast_padded(size_t n) { return (n + kCastAlign - 1) / kCastAlign * kCastAlign; }
+
+// in (rows, cols) with row stride ld -> out dense, in `type`'s 16-bit format.
+void cast_rows(Precision type, size_t rows, size_t cols, const float* in, size_t ld, uint16_t* out,
+               cudaStream_t stream) {
+  const size_t n = rows * cols;
+  MAMBARL_CHECK(n > 0 && type != Precision::float32, "cast: nothing to cast (n " << n << ")");
+  if (type == Precision::bfloat16)
+    cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(rows, cols, in, ld,
+                                                        reinterpret_cast<__nv_bfloat16*>(out));
+  else
+    cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(rows, cols, in, ld, reinterpret_cast<__half*>(out));
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 
 }  // namespace
 
-void gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-          const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+size_t gemm_cast_elems(size_t a_elems, size_t b_elems) { return cast_padded(a_elems) + cast_padded(b_elems); }
+
+void gemm(cublasHandle_t handle, const GemmPrecision& prec, bool trans_a, bool trans_b, int M, int N, int K,
+          float alpha, GemmOperand A, int lda, GemmOperand B, int ldb, float beta, float* C, int ldc) {
   MAMBARL_CHECK(M > 0 && N > 0 && K > 0,
                 "gemm: sizes must be positive (M " << M << ", N " << N << ", K " << K << ")");
   MAMBARL_CHECK(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N,
@@ -218,14 +250,42 @@ void gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int M, int N, int K
   // A row-major matrix is its transpose in column-major order with the same
   // leading dimension, so row-major C = op(A) op(B) is column-major
   // C^T = op(B)^T op(A)^T: swap the operands, keep each one's own op.
-  MAMBARL_CUBLAS_CHECK(cublasSgemm(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A,
-                                   lda, &beta, C, ldc));
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (prec.type == Precision::float32) {
+    MAMBARL_CUBLAS_CHECK(
+        cublasSgemm(handle, op_b, op_a, N, M, K, &alpha, B.f32, ldb, A.f32, lda, &beta, C, ldc));
+    return;
+  }
+  // Operands as stored: A is (M, K) or, transposed, (K, M); B (K, N) or (N, K).
+  const size_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+  const size_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+  const size_t need = gemm_cast_elems(A.low ? 0 : a_rows * a_cols, B.low ? 0 : b_rows * b_cols);
+  MAMBARL_CHECK(need <= prec.scratch_elems, "gemm: the 16-bit cast scratch holds "
+                                                << prec.scratch_elems << " values, this GEMM needs " << need);
+  // A cast operand is dense: its leading dimension becomes its row length.
+  const void* a = A.low;
+  const void* b = B.low;
+  int lda_h = lda, ldb_h = ldb;
+  if (!a) {
+    cast_rows(prec.type, a_rows, a_cols, A.f32, static_cast<size_t>(lda), prec.scratch, prec.stream);
+    a = prec.scratch;
+    lda_h = static_cast<int>(a_cols);
+  }
+  if (!b) {
+    uint16_t* dst = prec.scratch + (A.low ? 0 : cast_padded(a_rows * a_cols));
+    cast_rows(prec.type, b_rows, b_cols, B.f32, static_cast<size_t>(ldb), dst, prec.stream);
+    b = dst;
+    ldb_h = static_cast<int>(b_cols);
+  }
+  const cudaDataType_t t = prec.type == Precision::bfloat16 ? CUDA_R_16BF : CUDA_R_16F;
+  MAMBARL_CUBLAS_CHECK(cublasGemmEx(handle, op_b, op_a, N, M, K, &alpha, b, t, ldb_h, a, t, lda_h, &beta, C,
+                                    CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-void gemm_rows(cublasHandle_t handle, int M, int in, int out, const float* X, const float* W,
-               float beta, float* Y) {
-  gemm(handle, false, true, M, out, in, 1.f, X, in, W, in, beta, Y, out);
+void gemm_rows(cublasHandle_t handle, const GemmPrecision& prec, int M, int in, int out, GemmOperand X,
+               GemmOperand W, float beta, float* Y) {
+  gemm(handle, prec, false, true, M, out, in, 1.f, X, in, W, in, beta, Y, out);
 }
 
 template <class Wt>
@@ -256,8 +316,13 @@ template void linear_rows<__nv_bfloat16>(int, int, int, const float*, const __nv
 
 void to_bf16(size_t n, const float* in, __nv_bfloat16* out, cudaStream_t stream) {
   MAMBARL_CHECK(n > 0, "to_bf16: n must be positive");
-  to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, in, out);
+  cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(1, n, in, n, out);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
+}
+
+void to_half(Precision type, size_t n, const float* in, uint16_t* out, cudaStream_t stream) {
+  MAMBARL_CHECK(type != Precision::float32, "to_half: float32 has no 16-bit shadow");
+  cast_rows(type, 1, n, in, n, out, stream);
 }
 
 void linear_small(int M, int in, int out, const float* X, const float* W, const float* b, float* Y,

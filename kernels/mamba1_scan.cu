@@ -175,27 +175,40 @@ __global__ void __launch_bounds__(kScanThreads)
     load_bc<NB>(act.dbc + r * RN + d.R, N, bv, cv);
     float* part = g.bc_part + (r * W + warp) * 2 * N;
     float d_dx = 0.f, d_delta = 0.f;
+    // States in groups of G: the group's dB and dC terms, 2G values per lane,
+    // are summed over the warp by one reduce-scatter, and lane l stores the
+    // sum of value l / (32 / 2G): [dB of the group's states][dC of them].
+    constexpr int G = NB < 16 ? NB : 16, V = 2 * G;
+    const int mine = lane / (32 / V);
+    const bool writer = lane % (32 / V) == 0;
 #pragma unroll
-    for (int n = 0; n < NB; ++n) {
-      if (n < N) {
-        const float dh = carry[n] + dy * cv[n];
-        const float sum_b = warp_sum(dh * dx), sum_c = warp_sum(h[n] * dy);
-        if (lane == 0) {
-          part[n] = sum_b;
-          part[N + n] = sum_c;
+    for (int g0 = 0; g0 < NB; g0 += G) {
+      float terms[V];
+#pragma unroll
+      for (int i = 0; i < G; ++i) {
+        const int n = g0 + i;
+        terms[i] = 0.f;
+        terms[G + i] = 0.f;
+        if (n < N) {
+          const float dh = carry[n] + dy * cv[n];
+          terms[i] = dh * dx;
+          terms[G + i] = h[n] * dy;
+          d_dx += dh * bv[n];
+          if (start) {
+            carry[n] = 0.f;
+          } else {
+            const float decay = expf(delta * a[n]);
+            const float gn = dh * hp[n] * decay;
+            d_delta += gn * a[n];
+            da[n] += gn * delta;
+            carry[n] = dh * decay;
+          }
+          h[n] = hp[n];
         }
-        d_dx += dh * bv[n];
-        if (start) {
-          carry[n] = 0.f;
-        } else {
-          const float decay = expf(delta * a[n]);
-          const float gn = dh * hp[n] * decay;
-          d_delta += gn * a[n];
-          da[n] += gn * delta;
-          carry[n] = dh * decay;
-        }
-        h[n] = hp[n];
       }
+      const float sum = warp_reduce_scatter<V>(terms);
+      const int n = g0 + mine % G;
+      if (writer && n < N) part[(mine < G ? 0 : N) + n] = sum;
     }
     const float ddt = (d_delta + d_dx * xc) * sigmoidf_ref(v);
     if (active) {
@@ -280,13 +293,26 @@ __global__ void __launch_bounds__(kScanThreads)
   g.sum_cb[be] = db;
 }
 
-__global__ void add_env_sums_kernel(int B, int C, const float* __restrict__ sums,
-                                    const float* __restrict__ scale, float* __restrict__ out) {
-  const int col = blockIdx.x * blockDim.x + threadIdx.x;
-  if (col >= C) return;
+// A block is 32 columns x kEnvSlices slices of the envs: slice j sums envs
+// j, j + kEnvSlices, ... of its column, then slice 0 adds the slices in
+// order. Fixed order, no atomics; kEnvSlices-fold parallelism over a
+// one-thread-per-column loop, which left B serial loads per thread.
+constexpr int kEnvSlices = 8;
+__global__ void __launch_bounds__(32 * kEnvSlices)
+    add_env_sums_kernel(int B, int C, const float* __restrict__ sums, const float* __restrict__ scale,
+                        float* __restrict__ out) {
+  __shared__ float part[kEnvSlices][33];
+  const int col = blockIdx.x * 32 + threadIdx.x, slice = threadIdx.y;
   float s = 0.f;
-  for (int b = 0; b < B; ++b) s += sums[static_cast<size_t>(b) * C + col];
-  out[col] += scale ? s * scale[col] : s;
+  if (col < C)
+    for (int b = slice; b < B; b += kEnvSlices) s += sums[static_cast<size_t>(b) * C + col];
+  part[slice][threadIdx.x] = s;
+  __syncthreads();
+  if (slice != 0 || col >= C) return;
+  float total = 0.f;
+#pragma unroll
+  for (int j = 0; j < kEnvSlices; ++j) total += part[j][threadIdx.x];
+  out[col] += scale ? total * scale[col] : total;
 }
 
 // Calls f with the smallest register bound NB >= N the scans are built for.
@@ -372,8 +398,7 @@ void mamba1_conv_backward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba
 void mamba1_add_env_sums(int B, int C, const float* sums, const float* scale, float* out,
                          cudaStream_t stream) {
   MAMBARL_CHECK(B > 0 && C > 0, "mamba1_add_env_sums: B (" << B << ") and C (" << C << ") must be positive");
-  add_env_sums_kernel<<<blocks_for(static_cast<size_t>(C)), kThreads, 0, stream>>>(B, C, sums, scale,
-                                                                                  out);
+  add_env_sums_kernel<<<(C + 31) / 32, dim3(32, kEnvSlices), 0, stream>>>(B, C, sums, scale, out);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 

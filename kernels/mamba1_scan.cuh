@@ -100,7 +100,7 @@ void mamba1_conv_backward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba
 
 //   sums  (B, C) per-env partial sums
 //   scale (C) or nullptr for 1
-//   out   (C) += (Σ_b sums[b, c]) * scale[c], b in order
+//   out   (C) += (Σ_b sums[b, c]) * scale[c], summed in a fixed order
 void mamba1_add_env_sums(int B, int C, const float* sums, const float* scale, float* out,
                          cudaStream_t stream);
 

@@ -12,25 +12,62 @@ constexpr double kLog2Pi = 1.8378770664093453;
 constexpr float kHalfLog2Pi = static_cast<float>(0.5 * kLog2Pi);
 constexpr float kEntropyConst = static_cast<float>(0.5 * (1.0 + kLog2Pi));
 
-// One block: mean and std of the advantages in double (population std, as the CPU).
-__global__ void advantage_stats_kernel(int M, const float* __restrict__ adv, double* __restrict__ stats) {
+// Block g of kPpoBlocks sums rows [g R, (g+1) R) of each column in double
+// (R = ceil(M / kPpoBlocks)), so that the one-block reductions that follow
+// add kPpoBlocks partials instead of walking all M rows with one block.
+__device__ __forceinline__ void block_rows(int M, int& lo, int& hi) {
+  const int R = (M + kPpoBlocks - 1) / kPpoBlocks;
+  lo = min(M, static_cast<int>(blockIdx.x) * R);
+  hi = min(M, lo + R);
+}
+
+// Partial Σ Â and Σ Â² of the advantages, per block.
+__global__ void advantage_partials_kernel(int M, const float* __restrict__ adv, double* __restrict__ part) {
   __shared__ double scratch[32];
-  double s = 0;
-  for (int i = threadIdx.x; i < M; i += blockDim.x) s += adv[i];
-  const double mean = block_sum(s, scratch) / M;
-  double v = 0;
-  for (int i = threadIdx.x; i < M; i += blockDim.x) v += (adv[i] - mean) * (adv[i] - mean);
-  const double var = block_sum(v, scratch);
+  int lo = 0, hi = 0;
+  block_rows(M, lo, hi);
+  double s = 0, q = 0;
+  for (int i = lo + static_cast<int>(threadIdx.x); i < hi; i += blockDim.x) {
+    const double v = adv[i];
+    s += v;
+    q += v * v;
+  }
+  s = block_sum(s, scratch);
+  q = block_sum(q, scratch);
   if (threadIdx.x == 0) {
-    stats[0] = mean;
-    // 1e-8 as CleanRL/SB3: a constant-advantage minibatch gives zero policy gradient, not NaN.
-    stats[1] = sqrt(var / M) + 1e-8;
+    part[2 * blockIdx.x] = s;
+    part[2 * blockIdx.x + 1] = q;
   }
 }
 
-__global__ void token_loss_kernel(PpoDims d, PpoCoefs c, PpoInputs in, const double* __restrict__ adv_stats,
+// Mean and std (population, as the CPU) of the advantages from the
+// partials, summed in block order: the same bits in every block that calls it.
+__device__ __forceinline__ void advantage_stats(int M, const double* part, double& mean, double& std) {
+  double s = 0, q = 0;
+  for (int g = 0; g < kPpoBlocks; ++g) {
+    s += part[2 * g];
+    q += part[2 * g + 1];
+  }
+  mean = s / M;
+  // E[Â²] - mean² in double: the float inputs carry 24 bits, the difference keeps
+  // ~50 of the 53 unless |mean| >> std, which normalised advantages never are.
+  const double var = fmax(q / M - mean * mean, 0.0);
+  // 1e-8 as CleanRL/SB3: a constant-advantage minibatch gives zero policy gradient, not NaN.
+  std = sqrt(var) + 1e-8;
+}
+
+__global__ void token_loss_kernel(PpoDims d, PpoCoefs c, PpoInputs in, double* __restrict__ stats,
                                   float* __restrict__ dhead, float* __restrict__ dvalues,
                                   float* __restrict__ terms, float* __restrict__ dlog_std_terms) {
+  __shared__ double adv_mean, adv_std;
+  if (threadIdx.x == 0) {
+    advantage_stats(d.M, stats + kPpoAdvPartials, adv_mean, adv_std);
+    if (blockIdx.x == 0) {
+      stats[0] = adv_mean;
+      stats[1] = adv_std;
+    }
+  }
+  __syncthreads();
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= d.M) return;
   const int A = d.A;
@@ -40,7 +77,7 @@ __global__ void token_loss_kernel(PpoDims d, PpoCoefs c, PpoInputs in, const dou
   const float eps = static_cast<float>(c.clip_eps);
   const float ce = static_cast<float>(c.ent_coef) * inv_M;
   const float A_i = c.normalize_advantages
-                        ? static_cast<float>((in.advantages[i] - adv_stats[0]) / adv_stats[1])
+                        ? static_cast<float>((in.advantages[i] - adv_mean) / adv_std)
                         : in.advantages[i];
 
   // Log-prob of the taken action and the entropy (distributions.hpp).
@@ -104,17 +141,28 @@ __global__ void token_loss_kernel(PpoDims d, PpoCoefs c, PpoInputs in, const dou
   }
 }
 
-// One block: column sums of the token terms in double, in a fixed order.
-__global__ void loss_finalize_kernel(PpoDims d, PpoCoefs c, const float* __restrict__ terms,
+// Partial column sums of the token terms, per block, in double.
+__global__ void term_partials_kernel(int M, const float* __restrict__ terms, double* __restrict__ part) {
+  __shared__ double scratch[32];
+  int lo = 0, hi = 0;
+  block_rows(M, lo, hi);
+  double sums[kPpoTerms] = {};
+  for (int i = lo + static_cast<int>(threadIdx.x); i < hi; i += blockDim.x)
+#pragma unroll
+    for (int k = 0; k < kPpoTerms; ++k) sums[k] += terms[static_cast<size_t>(i) * kPpoTerms + k];
+#pragma unroll
+  for (int k = 0; k < kPpoTerms; ++k) {
+    const double s = block_sum(sums[k], scratch);
+    if (threadIdx.x == 0) part[static_cast<size_t>(blockIdx.x) * kPpoTerms + k] = s;
+  }
+}
+
+// One block: the term partials summed in block order -> the metrics, the
+// non-finite flag; and (Gaussian heads) d/d log σ summed over the tokens.
+__global__ void loss_finalize_kernel(PpoDims d, PpoCoefs c, const double* __restrict__ term_part,
                                      const float* __restrict__ dlog_std_terms, float* __restrict__ dlog_std,
                                      double* __restrict__ metrics, int* __restrict__ loss_not_finite) {
   __shared__ double scratch[32];
-  double sums[kPpoTerms];
-  for (int k = 0; k < kPpoTerms; ++k) {
-    double s = 0;
-    for (int i = threadIdx.x; i < d.M; i += blockDim.x) s += terms[static_cast<size_t>(i) * kPpoTerms + k];
-    sums[k] = block_sum(s, scratch) / d.M;
-  }
   if (!d.discrete)
     for (int j = 0; j < d.A; ++j) {
       double s = 0;
@@ -124,6 +172,10 @@ __global__ void loss_finalize_kernel(PpoDims d, PpoCoefs c, const float* __restr
       if (threadIdx.x == 0) dlog_std[j] += static_cast<float>(s);
     }
   if (threadIdx.x != 0) return;
+  double sums[kPpoTerms] = {};
+  for (int g = 0; g < kPpoBlocks; ++g)
+    for (int k = 0; k < kPpoTerms; ++k) sums[k] += term_part[g * kPpoTerms + k];
+  for (int k = 0; k < kPpoTerms; ++k) sums[k] /= d.M;
   const double pg = sums[0], v = 0.5 * sums[1], ent = sums[2];
   const double loss = pg + c.vf_coef * v - c.ent_coef * ent;
   metrics[0] = loss;
@@ -142,12 +194,16 @@ void ppo_loss(const PpoDims& d, const PpoCoefs& c, const PpoInputs& in, const Pp
   MAMBARL_CHECK(d.M > 0 && d.A > 0, "ppo_loss: sizes must be positive (M " << d.M << ", A " << d.A << ")");
   MAMBARL_CHECK(d.discrete || (in.log_std && out.dlog_std && s.dlog_std_terms),
                 "ppo_loss: a Gaussian head needs log_std, its gradient and the (M, A) scratch");
-  advantage_stats_kernel<<<1, kThreads, 0, stream>>>(d.M, in.advantages, s.adv_stats);
+  double* adv_part = s.stats + kPpoAdvPartials;
+  double* term_part = s.stats + kPpoTermPartials;
+  advantage_partials_kernel<<<kPpoBlocks, kThreads, 0, stream>>>(d.M, in.advantages, adv_part);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
   token_loss_kernel<<<(d.M + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-      d, c, in, s.adv_stats, out.dhead, out.dvalues, s.terms, s.dlog_std_terms);
+      d, c, in, s.stats, out.dhead, out.dvalues, s.terms, s.dlog_std_terms);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
-  loss_finalize_kernel<<<1, kThreads, 0, stream>>>(d, c, s.terms, s.dlog_std_terms, out.dlog_std, out.metrics,
+  term_partials_kernel<<<kPpoBlocks, kThreads, 0, stream>>>(d.M, s.terms, term_part);
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  loss_finalize_kernel<<<1, kThreads, 0, stream>>>(d, c, term_part, s.dlog_std_terms, out.dlog_std, out.metrics,
                                                    out.loss_not_finite);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }

@@ -4,13 +4,16 @@
 // over the M tokens of one minibatch, Â normalised over those tokens, and
 // the derivatives w.r.t. the head outputs, the values and log σ.
 //
-// Three launches, no atomics (bitwise reproducible):
-//   1. one block: advantage mean and std in double, as the CPU;
-//   2. one thread per token: log-prob, entropy, ratio, the per-token loss
-//      terms into a (M, kPpoTerms) scratch, dhead, dvalues and, for a
-//      Gaussian head, the per-token d/d log σ into a (M, A) scratch;
-//   3. one block: the token sums in double in a fixed order -> the metrics,
-//      a non-finite-loss flag, and d/d log σ added into the gradient.
+// Four launches, no atomics (bitwise reproducible):
+//   1. kPpoBlocks blocks: partial sums of Â and Â² in double over fixed row ranges;
+//   2. one thread per token (each block first sums those partials in block
+//      order: the advantage mean and std): log-prob, entropy, ratio, the
+//      per-token loss terms into a (M, kPpoTerms) scratch, dhead, dvalues
+//      and, for a Gaussian head, the per-token d/d log σ into a (M, A) scratch;
+//   3. kPpoBlocks blocks: partial sums of the token terms in double;
+//   4. one block: the partials in block order -> the metrics, a
+//      non-finite-loss flag, and d/d log σ added into the gradient.
+// (One block walking all M tokens took 30 + 75 µs at M = 16384 on an H200.)
 // Actions are validated by the caller (a categorical action must be an
 // integer in [0, A)); the kernels do not check them.
 #pragma once
@@ -25,6 +28,12 @@ constexpr int kPpoTerms = 5;
 // The metrics written, in this order (doubles): loss, pg_loss, v_loss,
 // entropy, approx_kl, clip_frac (PpoLossMetrics' fields).
 constexpr int kPpoMetrics = 6;
+// Blocks of the partial-sum passes, and the layout of PpoScratch::stats (doubles):
+// [advantage mean, std][kPpoBlocks x (Σ Â, Σ Â²)][kPpoBlocks x kPpoTerms term sums].
+constexpr int kPpoBlocks = 64;
+constexpr int kPpoAdvPartials = 2;
+constexpr int kPpoTermPartials = kPpoAdvPartials + 2 * kPpoBlocks;
+constexpr int kPpoStatsDoubles = kPpoTermPartials + kPpoTerms * kPpoBlocks;
 
 struct PpoDims {
   int M = 0;  // tokens
@@ -58,7 +67,7 @@ struct PpoOutputs {
 };
 
 struct PpoScratch {
-  double* adv_stats = nullptr;      // (2) mean, std + 1e-8
+  double* stats = nullptr;          // (kPpoStatsDoubles): advantage mean, std + 1e-8, then partial sums
   float* terms = nullptr;           // (M, kPpoTerms)
   float* dlog_std_terms = nullptr;  // (M, A) Gaussian only
 };

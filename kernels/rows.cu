@@ -49,8 +49,9 @@ void add_bias_rows(int M, int N, float* Y, const float* b, cudaStream_t stream) 
 }
 
 void column_sum(cublasHandle_t handle, int M, int N, const float* X, int ldx, const float* ones, float* out) {
-  // out (1, N) += ones (1, M) · X (M, N)
-  gemm(handle, false, false, 1, N, M, 1.f, ones, M, X, ldx, 1.f, out, N);
+  // out (1, N) += ones (1, M) · X (M, N), in f32 whatever the learner's GEMM
+  // precision: a bias or norm gradient is one sum per column, cheap in f32.
+  gemm(handle, GemmPrecision{}, false, false, 1, N, M, 1.f, ones, M, X, ldx, 1.f, out, N);
 }
 
 }  // namespace mambarl::cuda

@@ -1,8 +1,12 @@
 // The CPU engines behind the plugin's roles (CpuActor, CpuLearner), and the
 // choice of engine per device.
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <type_traits>
+#include <vector>
 
+#include "kernels/config_node.hpp"
 #include "plugin/engine_roles.hpp"
 #include "policy/cpu_actor.hpp"
 
@@ -13,12 +17,25 @@ namespace {
 class CpuActorRole final : public ActorRole {
  public:
   CpuActorRole(std::shared_ptr<const ActorCritic<float>> model, int num_envs, uint64_t seed)
-      : a_(std::move(model), num_envs, seed) {}
+      : actions_(static_cast<size_t>(num_envs) * static_cast<size_t>(model->spec().head.act_width())),
+        logp_(static_cast<size_t>(num_envs)),
+        values_(static_cast<size_t>(num_envs)),
+        a_(std::move(model), num_envs, seed) {}
 
   void set_weights(const float* w, size_t n, long long version) override { a_.set_weights(w, n, version); }
   void reset(const uint8_t* mask) override { a_.reset(mask); }
   void act(const float* obs, const uint8_t* starts, float* actions, float* logp, float* values) override {
     a_.act(obs, starts, actions, logp, values);
+  }
+  // The whole step happens in begin (there is nothing to overlap it with on
+  // this thread); end hands out its results.
+  void act_begin(const float* obs, const uint8_t* starts) override {
+    a_.act(obs, starts, actions_.data(), logp_.data(), values_.data());
+  }
+  void act_end(float* actions, float* logp, float* values) override {
+    std::copy(actions_.begin(), actions_.end(), actions);
+    std::copy(logp_.begin(), logp_.end(), logp);
+    std::copy(values_.begin(), values_.end(), values);
   }
   void peek_values(const float* obs, float* values) override { a_.peek_values(obs, values); }
   // A memory-less policy (mlp) has no state: memcpy must not see its null pointers.
@@ -32,8 +49,24 @@ class CpuActorRole final : public ActorRole {
   void set_rngs(const Rng* rngs) override {
     std::memcpy(a_.rngs().data(), rngs, a_.rngs().size() * sizeof(Rng));
   }
+  void enqueue_act(void*, const float*, const uint8_t*, float*, float*, float*) override {
+    throw UnsupportedError(no_device("actor_enqueue_act"));
+  }
+  void enqueue_peek_values(void*, const float*, float*) override {
+    throw UnsupportedError(no_device("actor_enqueue_peek_values"));
+  }
+  void enqueue_get_state(void*, float*) override {
+    throw UnsupportedError(no_device("actor_enqueue_get_state"));
+  }
 
  private:
+  static std::string no_device(const char* fn) {
+    return std::string(fn) +
+           ": this actor runs on the cpu; device-enqueued steps need an actor on a CUDA device "
+           "(runtime.device: cuda)";
+  }
+  // Declared before a_: they are sized from the model that a_ takes over.
+  std::vector<float> actions_, logp_, values_;  // (B, act_width), (B), (B): act_begin's results
   CpuActor a_;
 };
 static_assert(std::is_trivially_copyable_v<Rng>, "actor Rngs are copied with memcpy");
@@ -69,8 +102,13 @@ std::unique_ptr<LearnerRole> make_learner(const PolicyConfig& cfg, int obs_dim, 
                                           const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed,
                                           const EngineChoice& engine) {
   // Both roles run on engine.device. The learner keeps float32 master weights
-  // on either device: runtime.dtype is the GPU actor's format only.
-  if (engine.device == Device::cuda) return make_gpu_learner(cfg, obs_dim, head, loss, adam, seed);
+  // on either device: runtime.dtype is the GPU actor's format only, and
+  // runtime.learner_dtype the GPU learner's GEMM inputs (the CPU computes in f32).
+  if (engine.device == Device::cuda)
+    return make_gpu_learner(cfg, obs_dim, head, loss, adam, seed, engine.learner);
+  if (engine.learner != Precision::float32)
+    throw ConfigError(std::string("runtime.learner_dtype: ") + precision_name(engine.learner) +
+                      " GEMMs need runtime.device: cuda (the CPU learner computes in float32)");
   return std::make_unique<CpuLearnerRole>(cfg, obs_dim, head, loss, adam, seed);
 }
 

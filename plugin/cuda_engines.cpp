@@ -24,6 +24,8 @@ class GpuActorRole final : public ActorRole {
   void act(const float* obs, const uint8_t* starts, float* actions, float* logp, float* values) override {
     a_.act(obs, starts, actions, logp, values);
   }
+  void act_begin(const float* obs, const uint8_t* starts) override { a_.act_begin(obs, starts); }
+  void act_end(float* actions, float* logp, float* values) override { a_.act_end(actions, logp, values); }
   void peek_values(const float* obs, float* values) override { a_.peek_values(obs, values); }
   void get_state(float* state) override {
     const std::vector<float> s = a_.state();  // (B, state_size)
@@ -37,6 +39,16 @@ class GpuActorRole final : public ActorRole {
     std::copy(r.begin(), r.end(), rngs);
   }
   void set_rngs(const Rng* rngs) override { a_.set_rngs(rngs, static_cast<size_t>(a_.num_envs())); }
+  void enqueue_act(void* stream, const float* obs, const uint8_t* starts, float* actions, float* logp,
+                   float* values) override {
+    a_.enqueue_act(static_cast<cudaStream_t>(stream), obs, starts, actions, logp, values);
+  }
+  void enqueue_peek_values(void* stream, const float* obs, float* values) override {
+    a_.enqueue_peek_values(static_cast<cudaStream_t>(stream), obs, values);
+  }
+  void enqueue_get_state(void* stream, float* state) override {
+    a_.enqueue_state(static_cast<cudaStream_t>(stream), state);
+  }
 
  private:
   GpuActor a_;
@@ -50,8 +62,8 @@ class GpuActorRole final : public ActorRole {
 class GpuLearnerRole final : public LearnerRole {
  public:
   GpuLearnerRole(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
-                 const AdamWConfig& adam, uint64_t seed)
-      : l_(cfg, obs_dim, head, loss, adam, seed) {}
+                 const AdamWConfig& adam, uint64_t seed, Precision precision)
+      : l_(cfg, obs_dim, head, loss, adam, seed, precision) {}
 
   std::shared_ptr<const ActorCritic<float>> shared_model() const override { return l_.shared_model(); }
   TrainResult train_step(const ChunkView& chunk, double lr) override {
@@ -116,8 +128,8 @@ std::string cuda_unavailable_reason() {
 
 std::unique_ptr<LearnerRole> make_gpu_learner(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head,
                                               const PpoLossConfig& loss, const AdamWConfig& adam,
-                                              uint64_t seed) {
-  return std::make_unique<GpuLearnerRole>(cfg, obs_dim, head, loss, adam, seed);
+                                              uint64_t seed, Precision precision) {
+  return std::make_unique<GpuLearnerRole>(cfg, obs_dim, head, loss, adam, seed, precision);
 }
 
 std::unique_ptr<ActorRole> make_gpu_actor(std::shared_ptr<const ActorCritic<float>> model,

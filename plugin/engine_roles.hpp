@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/precision.hpp"
 #include "kernels/rng.hpp"
 #include "policy/actor_critic.hpp"
 #include "policy/cpu_learner.hpp"
@@ -27,11 +28,19 @@ namespace mambarl {
 
 enum class Device { cpu, cuda };
 
-// Where the engines run and in what precision (runtime.device / runtime.dtype,
-// resolved by the host).
+// Where the engines run and in what precision (runtime.device / runtime.dtype /
+// runtime.learner_dtype, resolved by the host).
 struct EngineChoice {
   Device device = Device::cpu;
   bool bf16_weights = false;  // the GPU actor's matrices in bf16; f32 state and accumulation
+  Precision learner = Precision::float32;  // the GPU learner's GEMM inputs (policy/gpu_learner.hpp)
+};
+
+// Thrown by a role for a call its engine can never serve (a CPU actor asked
+// for a device-enqueued step); the ABI glue answers MAMBARL_UNSUPPORTED.
+class UnsupportedError : public Error {
+ public:
+  using Error::Error;
 };
 
 class ActorRole {
@@ -42,11 +51,26 @@ class ActorRole {
   // obs (B, obs_dim), episode_start (B) -> actions (B, act_width), logp (B), values (B); host memory.
   virtual void act(const float* obs, const uint8_t* episode_start, float* actions, float* logp,
                    float* values) = 0;
+  // act() in two halves: begin starts the step on host obs/episode_start and
+  // may return before it is done (the inputs are read, or copied, by then);
+  // end waits for it and writes the outputs. The glue guarantees the pairing:
+  // exactly one end per begin, no other call in between.
+  virtual void act_begin(const float* obs, const uint8_t* episode_start) = 0;
+  virtual void act_end(float* actions, float* logp, float* values) = 0;
   virtual void peek_values(const float* obs, float* values) = 0;  // state and Rngs unchanged
   virtual void get_state(float* state) = 0;                       // (B, state_size) host
   virtual void set_state(const float* state) = 0;
   virtual void get_rngs(Rng* rngs) = 0;  // (B) host
   virtual void set_rngs(const Rng* rngs) = 0;
+
+  // act / peek_values / get_state on DEVICE pointers of the same shapes,
+  // enqueued on `stream` (a cudaStream_t) with no host sync and no
+  // allocation, so a caller may capture them into a CUDA graph. An engine
+  // not on a GPU throws UnsupportedError.
+  virtual void enqueue_act(void* stream, const float* obs, const uint8_t* episode_start, float* actions,
+                           float* logp, float* values) = 0;
+  virtual void enqueue_peek_values(void* stream, const float* obs, float* values) = 0;
+  virtual void enqueue_get_state(void* stream, float* state) = 0;  // (B, state_size)
 };
 
 class LearnerRole {
@@ -54,6 +78,7 @@ class LearnerRole {
   virtual ~LearnerRole() = default;
   // The model's structure (layout, mixers, sizes): immutable, shared with the actors.
   virtual std::shared_ptr<const ActorCritic<float>> shared_model() const = 0;
+  // chunk.on_device: its arrays are CUDA memory; a learner not on a GPU refuses it.
   virtual TrainResult train_step(const ChunkView& chunk, double lr) = 0;
   virtual size_t num_params() const = 0;
   virtual void get_weights(float* w) const = 0;  // (num_params) host
@@ -81,7 +106,7 @@ std::string cuda_unavailable_reason();
 
 std::unique_ptr<LearnerRole> make_gpu_learner(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head,
                                               const PpoLossConfig& loss, const AdamWConfig& adam,
-                                              uint64_t seed);
+                                              uint64_t seed, Precision precision);
 
 std::unique_ptr<ActorRole> make_gpu_actor(std::shared_ptr<const ActorCritic<float>> model,
                                           const PolicyConfig& cfg, int num_envs, uint64_t seed,

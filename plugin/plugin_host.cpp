@@ -41,6 +41,11 @@ std::string missing_vtable_fields(const mambarl_policy_vtable& v) {
       {"actor_get_rng", v.actor_get_rng != nullptr},
       {"actor_set_rng", v.actor_set_rng != nullptr},
       {"actor_rng_size", v.actor_rng_size != nullptr},
+      {"actor_act_begin", v.actor_act_begin != nullptr},
+      {"actor_act_end", v.actor_act_end != nullptr},
+      {"actor_enqueue_act", v.actor_enqueue_act != nullptr},
+      {"actor_enqueue_peek_values", v.actor_enqueue_peek_values != nullptr},
+      {"actor_enqueue_get_state", v.actor_enqueue_get_state != nullptr},
   };
   std::string out;
   for (const auto& [name, ok] : fields)
@@ -292,6 +297,8 @@ const ExtraTensor& LoadedCheckpoint::tensor(const std::string& name) const {
 // ---- actor ------------------------------------------------------------------------------
 
 namespace {
+constexpr int32_t kDeviceCuda = MAMBARL_DEVICE_CUDA;
+
 // A view of a whole vector as (rows, cols) when its size matches, else as the
 // 1-D length it really has, so the plugin's shape check reports the mismatch.
 mambarl_tensor f32_matrix(const float* p, size_t n, int64_t rows, int64_t cols) {
@@ -346,6 +353,38 @@ void ActorHandle::get_rng(std::vector<uint8_t>& bytes) {
 
 void ActorHandle::set_rng(const std::vector<uint8_t>& bytes) {
   check(vt_->actor_set_rng(a_, view_u8(bytes.data(), {static_cast<int64_t>(bytes.size())})), "actor_set_rng");
+}
+
+void ActorHandle::act_begin(const float* obs, const uint8_t* starts) {
+  check(vt_->actor_act_begin(a_, view_f32(obs, {B_, obs_dim_}), view_u8(starts, {B_})), "actor_act_begin");
+}
+
+void ActorHandle::act_end(float* actions, float* logp, float* values) {
+  check(vt_->actor_act_end(a_, view_f32(actions, {B_, info_.act_width}), view_f32(logp, {B_}),
+                           view_f32(values, {B_})),
+        "actor_act_end");
+}
+
+// MAMBARL_UNSUPPORTED (an actor not on a GPU) is an Error like any other
+// failure here; its last_error says why.
+void ActorHandle::enqueue_act(void* stream, const float* obs, const uint8_t* starts, float* actions,
+                              float* logp, float* values) {
+  check(vt_->actor_enqueue_act(a_, stream, view_f32(obs, {B_, obs_dim_}, kDeviceCuda),
+                               view_u8(starts, {B_}, kDeviceCuda),
+                               view_f32(actions, {B_, info_.act_width}, kDeviceCuda),
+                               view_f32(logp, {B_}, kDeviceCuda), view_f32(values, {B_}, kDeviceCuda)),
+        "actor_enqueue_act");
+}
+
+void ActorHandle::enqueue_peek_values(void* stream, const float* obs, float* values) {
+  check(vt_->actor_enqueue_peek_values(a_, stream, view_f32(obs, {B_, obs_dim_}, kDeviceCuda),
+                                       view_f32(values, {B_}, kDeviceCuda)),
+        "actor_enqueue_peek_values");
+}
+
+void ActorHandle::enqueue_get_state(void* stream, float* state) {
+  check(vt_->actor_enqueue_get_state(a_, stream, view_f32(state, {B_, info_.state_size}, kDeviceCuda)),
+        "actor_enqueue_get_state");
 }
 
 // ---- policy -----------------------------------------------------------------------------

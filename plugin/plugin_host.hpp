@@ -136,7 +136,9 @@ class ActorHandle {
   // Device-resident rollouts (ABI 4): act / peek_values / get_state on device
   // buffers of the same shapes, enqueued on `stream` (a cudaStream_t) without
   // synchronising, so the caller may capture them into a CUDA graph. Errors
-  // for an actor not on a GPU.
+  // for an actor not on a GPU. The other methods run on the actor's own
+  // stream and synchronise it before returning; before calling one of them
+  // after enqueue_*, synchronise `stream` (they do not wait for it).
   void enqueue_act(void* stream, const float* obs, const uint8_t* starts, float* actions, float* logp,
                    float* values);
   void enqueue_peek_values(void* stream, const float* obs, float* values);
@@ -166,6 +168,9 @@ class PolicyHandle {
   const mambarl_env_info& env() const { return env_; }
   std::string resolved_config() const;  // YAML of the policy section, defaults filled
 
+  // The chunk's views may all be device memory (MAMBARL_DEVICE_CUDA) for a
+  // policy whose learner runs on the GPU; whatever wrote them must have
+  // finished (synchronise its stream first). Mixed devices are refused.
   TrainMetrics train_step(const mambarl_chunk& chunk, double lr);
   // Why the last train_step() that reported skipped was refused.
   const std::string& last_skip_reason() const { return skip_reason_; }

@@ -41,16 +41,22 @@ struct mambarl_policy {
 struct mambarl_actor {
   std::unique_ptr<mambarl::ActorRole> actor;
   int64_t B = 0, obs_dim = 0, act_width = 0, state_size = 0, num_params = 0;
+  // Between a successful actor_act_begin and its actor_act_end: the role may
+  // still be reading the caller's inputs or computing, so every other call
+  // is refused until end.
+  bool step_begun = false;
   std::string last_error;
 };
 
 namespace mambarl {
 namespace {
 
-constexpr int32_t kF32 = MAMBARL_DTYPE_F32, kU8 = MAMBARL_DTYPE_U8, kCpu = MAMBARL_DEVICE_CPU;
+constexpr int32_t kF32 = MAMBARL_DTYPE_F32, kU8 = MAMBARL_DTYPE_U8, kCpu = MAMBARL_DEVICE_CPU,
+                  kCuda = MAMBARL_DEVICE_CUDA;
 
 // Runs body(h) with h's last_error cleared first (a body may set it and still
-// succeed: train_step's skip reason); any exception becomes MAMBARL_ERROR.
+// succeed: train_step's skip reason); an UnsupportedError becomes
+// MAMBARL_UNSUPPORTED, any other exception MAMBARL_ERROR.
 template <typename Handle, typename Body>
 mambarl_status guarded(Handle* h, Body&& body) {
   if (h == nullptr) return MAMBARL_ERROR;
@@ -58,6 +64,9 @@ mambarl_status guarded(Handle* h, Body&& body) {
     h->last_error.clear();
     body(*h);
     return MAMBARL_OK;
+  } catch (const UnsupportedError& e) {
+    h->last_error = e.what();
+    return MAMBARL_UNSUPPORTED;
   } catch (const std::exception& e) {
     h->last_error = e.what();
   } catch (...) {
@@ -129,6 +138,14 @@ EngineChoice engine_choice(const PolicyType& type, const char* device, const cha
   return e;
 }
 
+// runtime.learner_dtype from the experiment's YAML (the ABI carries only the
+// actor's dtype; the host has validated the key): by default the actor's
+// dtype, float16 only when asked for.
+Precision learner_precision(const YAML::Node& root, const std::string& file, const char* dtype) {
+  const ConfigNode rt = ConfigNode(root, file).child("runtime");
+  return precision_from_name(rt.get_choice("learner_dtype", dtype, {"float32", "bfloat16", "float16"}));
+}
+
 std::string emit_yaml(const YAML::Node& n) {
   YAML::Emitter e;
   e << n;
@@ -188,9 +205,10 @@ mambarl_status create_policy(const PolicyType& type, const mambarl_policy_create
     if (out == nullptr) throw Error("create: null output pointer");
     *out = nullptr;
     if (args == nullptr) throw Error("create: null args");
-    const EngineChoice engine = engine_choice(type, args->device, args->dtype);
+    EngineChoice engine = engine_choice(type, args->device, args->dtype);
     const std::string file = args->config_file ? args->config_file : "(experiment config)";
     const YAML::Node root = experiment_root(*args, file);
+    engine.learner = learner_precision(root, file, args->dtype);
     const ConfigNode section = ConfigNode(root, file).child("policy");
     const PolicyConfig cfg = PolicyConfig::from_yaml(section);
     if (cfg.type != type.name)
@@ -277,18 +295,23 @@ mambarl_status train_step(mambarl_policy* p, const mambarl_chunk* c, double lr, 
     const int64_t T = c->obs.shape[0], B = c->obs.shape[1];
     MAMBARL_CHECK(T >= 1 && B >= 1 && T * B <= (int64_t{1} << 31) - 1,
                   "train_step: obs has shape " << shape_string(c->obs) << ": T and B must be >= 1 and T*B < 2^31");
-    check_view("train_step: obs", c->obs, kF32, kCpu, {T, B, O});
-    check_view("train_step: actions", c->actions, kF32, kCpu, {T, B, W});
-    check_view("train_step: old_logp", c->old_logp, kF32, kCpu, {T, B});
-    check_view("train_step: advantages", c->advantages, kF32, kCpu, {T, B});
-    check_view("train_step: returns", c->returns, kF32, kCpu, {T, B});
-    check_view("train_step: episode_start", c->episode_start, kU8, kCpu, {T, B});
-    check_view("train_step: initial_state", c->initial_state, kF32, kCpu, {B, S});
+    // A GPU learner takes a chunk in host or in device memory, the device
+    // being obs's; every other tensor must be on the same one (no mixed
+    // chunks). A CPU learner takes host memory only.
+    const int32_t dev = s.engine.device == Device::cuda && c->obs.device == kCuda ? kCuda : kCpu;
+    check_view("train_step: obs", c->obs, kF32, dev, {T, B, O});
+    check_view("train_step: actions", c->actions, kF32, dev, {T, B, W});
+    check_view("train_step: old_logp", c->old_logp, kF32, dev, {T, B});
+    check_view("train_step: advantages", c->advantages, kF32, dev, {T, B});
+    check_view("train_step: returns", c->returns, kF32, dev, {T, B});
+    check_view("train_step: episode_start", c->episode_start, kU8, dev, {T, B});
+    check_view("train_step: initial_state", c->initial_state, kF32, dev, {B, S});
     MAMBARL_CHECK(std::isfinite(lr) && lr >= 0, "train_step: lr must be finite and >= 0, got " << lr);
 
     ChunkView v;
     v.T = static_cast<int>(T);
     v.B = static_cast<int>(B);
+    v.on_device = dev == kCuda;
     v.obs = static_cast<const float*>(c->obs.data);
     v.actions = static_cast<const float*>(c->actions.data);
     v.old_logp = static_cast<const float*>(c->old_logp.data);
@@ -422,8 +445,16 @@ const char* actor_last_error(const mambarl_actor* a) { return a ? a->last_error.
 
 int64_t rng_bytes(const mambarl_actor& a) { return a.B * static_cast<int64_t>(sizeof(Rng)); }
 
+// Refuses `fn` while a step is begun (see mambarl_actor::step_begun).
+void check_idle(const mambarl_actor& a, const char* fn) {
+  if (a.step_begun)
+    throw Error(std::string(fn) +
+                ": a step is in progress (actor_act_begin was called); call actor_act_end first");
+}
+
 mambarl_status actor_reset(mambarl_actor* a, mambarl_tensor mask) {
   return guarded(a, [&](mambarl_actor& s) {
+    check_idle(s, "actor_reset");
     check_view("actor_reset: mask", mask, kU8, kCpu, {s.B});
     s.actor->reset(static_cast<const uint8_t*>(mask.data));
   });
@@ -432,6 +463,7 @@ mambarl_status actor_reset(mambarl_actor* a, mambarl_tensor mask) {
 mambarl_status actor_act(mambarl_actor* a, mambarl_tensor obs, mambarl_tensor starts, mambarl_tensor actions,
                          mambarl_tensor logp, mambarl_tensor values) {
   return guarded(a, [&](mambarl_actor& s) {
+    check_idle(s, "actor_act");
     check_view("actor_act: obs", obs, kF32, kCpu, {s.B, s.obs_dim});
     check_view("actor_act: episode_start", starts, kU8, kCpu, {s.B});
     check_view("actor_act: actions", actions, kF32, kCpu, {s.B, s.act_width});
@@ -444,6 +476,7 @@ mambarl_status actor_act(mambarl_actor* a, mambarl_tensor obs, mambarl_tensor st
 
 mambarl_status actor_peek_values(mambarl_actor* a, mambarl_tensor obs, mambarl_tensor values) {
   return guarded(a, [&](mambarl_actor& s) {
+    check_idle(s, "actor_peek_values");
     check_view("actor_peek_values: obs", obs, kF32, kCpu, {s.B, s.obs_dim});
     check_view("actor_peek_values: values", values, kF32, kCpu, {s.B});
     s.actor->peek_values(static_cast<const float*>(obs.data), static_cast<float*>(values.data));
@@ -452,6 +485,7 @@ mambarl_status actor_peek_values(mambarl_actor* a, mambarl_tensor obs, mambarl_t
 
 mambarl_status actor_get_state(mambarl_actor* a, mambarl_tensor state) {
   return guarded(a, [&](mambarl_actor& s) {
+    check_idle(s, "actor_get_state");
     check_view("actor_get_state: state", state, kF32, kCpu, {s.B, s.state_size});
     s.actor->get_state(static_cast<float*>(state.data));
   });
@@ -459,6 +493,7 @@ mambarl_status actor_get_state(mambarl_actor* a, mambarl_tensor state) {
 
 mambarl_status actor_set_state(mambarl_actor* a, mambarl_tensor state) {
   return guarded(a, [&](mambarl_actor& s) {
+    check_idle(s, "actor_set_state");
     check_view("actor_set_state: state", state, kF32, kCpu, {s.B, s.state_size});
     s.actor->set_state(static_cast<const float*>(state.data));
   });
@@ -466,6 +501,7 @@ mambarl_status actor_set_state(mambarl_actor* a, mambarl_tensor state) {
 
 mambarl_status actor_set_weights(mambarl_actor* a, mambarl_tensor w, int64_t version) {
   return guarded(a, [&](mambarl_actor& s) {
+    check_idle(s, "actor_set_weights");
     check_view("actor_set_weights: weights", w, kF32, kCpu, {s.num_params});
     s.actor->set_weights(static_cast<const float*>(w.data), static_cast<size_t>(s.num_params), version);
   });
@@ -475,6 +511,7 @@ mambarl_status actor_set_weights(mambarl_actor* a, mambarl_tensor w, int64_t ver
 // whole of the sampling state; a resumed actor continues the same streams.
 mambarl_status actor_get_rng(mambarl_actor* a, mambarl_tensor bytes) {
   return guarded(a, [&](mambarl_actor& s) {
+    check_idle(s, "actor_get_rng");
     check_view("actor_get_rng: bytes", bytes, kU8, kCpu, {rng_bytes(s)});
     s.actor->get_rngs(static_cast<Rng*>(bytes.data));
   });
@@ -482,12 +519,75 @@ mambarl_status actor_get_rng(mambarl_actor* a, mambarl_tensor bytes) {
 
 mambarl_status actor_set_rng(mambarl_actor* a, mambarl_tensor bytes) {
   return guarded(a, [&](mambarl_actor& s) {
+    check_idle(s, "actor_set_rng");
     check_view("actor_set_rng: bytes", bytes, kU8, kCpu, {rng_bytes(s)});
     s.actor->set_rngs(static_cast<const Rng*>(bytes.data));
   });
 }
 
 int64_t actor_rng_size(const mambarl_actor* a) { return a ? rng_bytes(*a) : 0; }
+
+mambarl_status actor_act_begin(mambarl_actor* a, mambarl_tensor obs, mambarl_tensor starts) {
+  return guarded(a, [&](mambarl_actor& s) {
+    check_idle(s, "actor_act_begin");
+    check_view("actor_act_begin: obs", obs, kF32, kCpu, {s.B, s.obs_dim});
+    check_view("actor_act_begin: episode_start", starts, kU8, kCpu, {s.B});
+    s.actor->act_begin(static_cast<const float*>(obs.data), static_cast<const uint8_t*>(starts.data));
+    s.step_begun = true;
+  });
+}
+
+mambarl_status actor_act_end(mambarl_actor* a, mambarl_tensor actions, mambarl_tensor logp,
+                             mambarl_tensor values) {
+  return guarded(a, [&](mambarl_actor& s) {
+    if (!s.step_begun) throw Error("actor_act_end: no step in progress (call actor_act_begin first)");
+    // Bad output views leave the step begun: the caller may retry with good ones.
+    check_view("actor_act_end: actions", actions, kF32, kCpu, {s.B, s.act_width});
+    check_view("actor_act_end: logp", logp, kF32, kCpu, {s.B});
+    check_view("actor_act_end: values", values, kF32, kCpu, {s.B});
+    // The step is over once the role has been asked to finish it, also if that
+    // fails (a device error): a second end would wait for nothing.
+    s.step_begun = false;
+    s.actor->act_end(static_cast<float*>(actions.data), static_cast<float*>(logp.data),
+                     static_cast<float*>(values.data));
+  });
+}
+
+// `stream` is the caller's cudaStream_t; null is the legacy default stream,
+// which works eagerly but cannot be captured.
+mambarl_status actor_enqueue_act(mambarl_actor* a, void* stream, mambarl_tensor obs, mambarl_tensor starts,
+                                 mambarl_tensor actions, mambarl_tensor logp, mambarl_tensor values) {
+  return guarded(a, [&](mambarl_actor& s) {
+    check_idle(s, "actor_enqueue_act");
+    check_view("actor_enqueue_act: obs", obs, kF32, kCuda, {s.B, s.obs_dim});
+    check_view("actor_enqueue_act: episode_start", starts, kU8, kCuda, {s.B});
+    check_view("actor_enqueue_act: actions", actions, kF32, kCuda, {s.B, s.act_width});
+    check_view("actor_enqueue_act: logp", logp, kF32, kCuda, {s.B});
+    check_view("actor_enqueue_act: values", values, kF32, kCuda, {s.B});
+    s.actor->enqueue_act(stream, static_cast<const float*>(obs.data),
+                         static_cast<const uint8_t*>(starts.data), static_cast<float*>(actions.data),
+                         static_cast<float*>(logp.data), static_cast<float*>(values.data));
+  });
+}
+
+mambarl_status actor_enqueue_peek_values(mambarl_actor* a, void* stream, mambarl_tensor obs,
+                                         mambarl_tensor values) {
+  return guarded(a, [&](mambarl_actor& s) {
+    check_idle(s, "actor_enqueue_peek_values");
+    check_view("actor_enqueue_peek_values: obs", obs, kF32, kCuda, {s.B, s.obs_dim});
+    check_view("actor_enqueue_peek_values: values", values, kF32, kCuda, {s.B});
+    s.actor->enqueue_peek_values(stream, static_cast<const float*>(obs.data),
+                                 static_cast<float*>(values.data));
+  });
+}
+
+mambarl_status actor_enqueue_get_state(mambarl_actor* a, void* stream, mambarl_tensor state) {
+  return guarded(a, [&](mambarl_actor& s) {
+    check_idle(s, "actor_enqueue_get_state");
+    check_view("actor_enqueue_get_state: state", state, kF32, kCuda, {s.B, s.state_size});
+    s.actor->enqueue_get_state(stream, static_cast<float*>(state.data));
+  });
+}
 
 // ---- registration -------------------------------------------------------------------
 
@@ -516,6 +616,11 @@ const mambarl_policy_vtable& vtable() {
     t.actor_get_rng = actor_get_rng;
     t.actor_set_rng = actor_set_rng;
     t.actor_rng_size = actor_rng_size;
+    t.actor_act_begin = actor_act_begin;
+    t.actor_act_end = actor_act_end;
+    t.actor_enqueue_act = actor_enqueue_act;
+    t.actor_enqueue_peek_values = actor_enqueue_peek_values;
+    t.actor_enqueue_get_state = actor_enqueue_get_state;
     return t;
   }();
   return v;

@@ -29,19 +29,25 @@ inline mambarl_tensor make_view(void* data, int32_t dtype, std::initializer_list
   return make_view(data, dtype, dims.begin(), dims.size(), device);
 }
 
-// Views of caller-owned host memory. The const overloads are for inputs: the
-// ABI's view type has a non-const pointer, and the callee only reads inputs.
-inline mambarl_tensor view_f32(float* p, std::initializer_list<int64_t> dims) {
-  return make_view(p, MAMBARL_DTYPE_F32, dims);
+// Views of caller-owned memory, on the host unless `device` says otherwise
+// (MAMBARL_DEVICE_CUDA: a device pointer). The const overloads are for
+// inputs: the ABI's view type has a non-const pointer, and the callee only
+// reads inputs.
+inline mambarl_tensor view_f32(float* p, std::initializer_list<int64_t> dims,
+                               int32_t device = MAMBARL_DEVICE_CPU) {
+  return make_view(p, MAMBARL_DTYPE_F32, dims, device);
 }
-inline mambarl_tensor view_f32(const float* p, std::initializer_list<int64_t> dims) {
-  return make_view(const_cast<float*>(p), MAMBARL_DTYPE_F32, dims);
+inline mambarl_tensor view_f32(const float* p, std::initializer_list<int64_t> dims,
+                               int32_t device = MAMBARL_DEVICE_CPU) {
+  return make_view(const_cast<float*>(p), MAMBARL_DTYPE_F32, dims, device);
 }
-inline mambarl_tensor view_u8(uint8_t* p, std::initializer_list<int64_t> dims) {
-  return make_view(p, MAMBARL_DTYPE_U8, dims);
+inline mambarl_tensor view_u8(uint8_t* p, std::initializer_list<int64_t> dims,
+                              int32_t device = MAMBARL_DEVICE_CPU) {
+  return make_view(p, MAMBARL_DTYPE_U8, dims, device);
 }
-inline mambarl_tensor view_u8(const uint8_t* p, std::initializer_list<int64_t> dims) {
-  return make_view(const_cast<uint8_t*>(p), MAMBARL_DTYPE_U8, dims);
+inline mambarl_tensor view_u8(const uint8_t* p, std::initializer_list<int64_t> dims,
+                              int32_t device = MAMBARL_DEVICE_CPU) {
+  return make_view(const_cast<uint8_t*>(p), MAMBARL_DTYPE_U8, dims, device);
 }
 
 inline const char* view_dtype_name(int32_t dtype) {

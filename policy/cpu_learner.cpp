@@ -22,6 +22,8 @@ TrainResult CpuLearner::train_step(const ChunkView& c, double lr) {
   const auto& spec = model_->spec();
   const int M = c.T * c.B;
   MAMBARL_CHECK(c.T >= 1 && c.B >= 1, "train_step: empty chunk (T=" << c.T << ", B=" << c.B << ")");
+  MAMBARL_CHECK(!c.on_device,
+                "train_step: the CPU learner reads host memory; this chunk is on a CUDA device");
   obs_ = ConstMatMap<float>(c.obs, M, spec.obs_dim);
   state_.assign(c.initial_state, c.initial_state + static_cast<size_t>(c.B) * model_->state_size());
   std::fill(grads_.begin(), grads_.end(), 0.0f);

@@ -26,6 +26,9 @@ struct ChunkView {
   const float* returns = nullptr;        // (T, B)
   const uint8_t* episode_start = nullptr;// (T, B)
   const float* initial_state = nullptr;  // (B, state_size)
+  // Every array is CUDA device memory (a GPU learner's input only). Last, so
+  // that positional initialisers of the arrays keep working.
+  bool on_device = false;
 };
 
 struct TrainResult {
@@ -33,6 +36,7 @@ struct TrainResult {
   double grad_norm = 0;
   bool skipped = false;   // non-finite loss or gradient: weights untouched
   std::string reason;     // which quantity / tensor was not finite
+  double loss_scale = 1;  // the float16 GPU learner's loss scale for the next update (1 otherwise)
 };
 
 class CpuLearner {

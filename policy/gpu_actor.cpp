@@ -67,7 +67,7 @@ struct GpuActor::Impl {
   std::vector<Rng> initial_rngs;  // (B)
 
   CudaStream stream;
-  DeviceBuffer<float> params, derived, state, peek_state;  // peek_state: at first peek
+  DeviceBuffer<float> params, derived, state, peek_state;  // peek_state: a peek's discarded new state
   DeviceBuffer<bf16> derived_h;                            // bf16 shadows, bf16 actors only
   DeviceBuffer<Rng> rngs;
   DeviceBuffer<float> h, proj, gated;      // (B, D), (B, max in_rows), (B, max E)
@@ -95,6 +95,7 @@ struct GpuActor::Impl {
   void derive_weights();
   void load_weights(const float* w, size_t n, cudaMemcpyKind kind, long long v);
   std::vector<GraphBinding> bindings(bool peek) const;
+  void record_kernels(cudaStream_t s, bool peek, bool pdl);
   void record(cudaStream_t s, bool peek, bool pdl);
   void run(bool peek);
   void sync() const { MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream.get())); }
@@ -225,6 +226,9 @@ GpuActor::Impl::Impl(std::shared_ptr<const ActorCritic<float>> m, const PolicyCo
   }
   state = DeviceBuffer<float>(std::max<size_t>(Bz * S, 1));
   MAMBARL_CUDA_CHECK(cudaMemset(state.data(), 0, state.bytes()));
+  // Here, not at the first peek: enqueue_peek_values may be captured into a
+  // caller's graph, where allocating is not allowed.
+  peek_state = DeviceBuffer<float>(state.size());
   h = DeviceBuffer<float>(Bz * D);
   proj = DeviceBuffer<float>(Bz * max_rows);
   gated = DeviceBuffer<float>(Bz * max_e);
@@ -313,17 +317,16 @@ std::vector<GraphBinding> GpuActor::Impl::bindings(bool peek) const {
   return b;
 }
 
-// Everything one step enqueues on s; captured once, or run eagerly. A peek
-// reads the state and writes the step's new state into peek_state (which is
-// discarded), with no episode starts, no sampling, and only values copied back.
-// pdl: every kernel but the first (whose predecessor is the H2D copy) is
-// launched with programmatic dependent launch.
-void GpuActor::Impl::record(cudaStream_t s, bool peek, bool pdl) {
-  float* obs = reinterpret_cast<float*>(in_dev.data());
+// The step's kernels on s, from the inputs in in_dev to the outputs in
+// out_dev; the one launch sequence behind both the actor's own step (record)
+// and the caller-stream enqueue_* calls. A peek reads the state and writes
+// the step's new state into peek_state (which is discarded), with no episode
+// starts and no sampling. pdl: every kernel but the first (whose predecessor
+// is a copy into in_dev) is launched with programmatic dependent launch.
+void GpuActor::Impl::record_kernels(cudaStream_t s, bool peek, bool pdl) {
+  const float* obs = reinterpret_cast<const float*>(in_dev.data());
   const uint8_t* starts = peek ? zero_flags.data() : in_dev.data() + obs_bytes;
   float* state_out = peek ? peek_state.data() : state.data();
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(in_dev.data(), in_host.data(), peek ? obs_bytes : in_dev.bytes(),
-                                     cudaMemcpyHostToDevice, s));
   cuda::linear_small(B, obs_dim, D, obs, obs_w, obs_b, h.data(), s);
   for (const auto& p : layers) {
     const float* st_in = state.data() + p.state_off;
@@ -349,6 +352,15 @@ void GpuActor::Impl::record(cudaStream_t s, bool peek, bool pdl) {
   }
   cuda::heads_sample(head_dims, head_w, B, h.data(), rngs.data(), !peek, out_actions(), out_logp(),
                      out_values(), s, pdl);
+}
+
+// Everything one own-stream step enqueues on s (captured once, or run
+// eagerly): the H2D copy of the pinned inputs, the kernels, the D2H copy of
+// the outputs (a peek: obs in, values out).
+void GpuActor::Impl::record(cudaStream_t s, bool peek, bool pdl) {
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(in_dev.data(), in_host.data(), peek ? obs_bytes : in_dev.bytes(),
+                                     cudaMemcpyHostToDevice, s));
+  record_kernels(s, peek, pdl);
   if (peek)
     MAMBARL_CUDA_CHECK(cudaMemcpyAsync(out_host.data() + (out_values() - out_dev.data()), out_values(),
                                        static_cast<size_t>(B) * sizeof(float),
@@ -404,11 +416,20 @@ void GpuActor::reset(const uint8_t* mask) {
 
 void GpuActor::act(const float* obs, const uint8_t* episode_start, float* actions, float* logp,
                    float* values) {
+  act_begin(obs, episode_start);
+  act_end(actions, logp, values);
+}
+
+void GpuActor::act_begin(const float* obs, const uint8_t* episode_start) {
+  Impl& m = *impl_;
+  std::memcpy(m.in_host.data(), obs, m.obs_bytes);
+  std::memcpy(m.in_host.data() + m.obs_bytes, episode_start, static_cast<size_t>(m.B));
+  m.run(false);
+}
+
+void GpuActor::act_end(float* actions, float* logp, float* values) {
   Impl& m = *impl_;
   const size_t Bz = static_cast<size_t>(m.B);
-  std::memcpy(m.in_host.data(), obs, m.obs_bytes);
-  std::memcpy(m.in_host.data() + m.obs_bytes, episode_start, Bz);
-  m.run(false);
   m.sync();
   const float* out = m.out_host.data();
   std::memcpy(actions, out, Bz * m.act_width * sizeof(float));
@@ -418,12 +439,45 @@ void GpuActor::act(const float* obs, const uint8_t* episode_start, float* action
 
 void GpuActor::peek_values(const float* obs, float* values) {
   Impl& m = *impl_;
-  if (!m.peek_state.data()) m.peek_state = DeviceBuffer<float>(m.state.size());
   std::memcpy(m.in_host.data(), obs, m.obs_bytes);
   m.run(true);
   m.sync();
   std::memcpy(values, m.out_host.data() + static_cast<size_t>(m.B) * (m.act_width + 1),
               static_cast<size_t>(m.B) * sizeof(float));
+}
+
+// The caller's stream only: copies in, the kernels (PDL as the current
+// launch mode says), copies out. Nothing here syncs, allocates or reads
+// device memory on the host, so a caller may capture it.
+void GpuActor::enqueue_act(cudaStream_t s, const float* obs, const uint8_t* episode_start, float* actions,
+                           float* logp, float* values) {
+  Impl& m = *impl_;
+  const size_t Bz = static_cast<size_t>(m.B);
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(m.in_dev.data(), obs, m.obs_bytes, cudaMemcpyDeviceToDevice, s));
+  MAMBARL_CUDA_CHECK(
+      cudaMemcpyAsync(m.in_dev.data() + m.obs_bytes, episode_start, Bz, cudaMemcpyDeviceToDevice, s));
+  m.record_kernels(s, false, m.mode == Launch::graph_pdl);
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(actions, m.out_actions(), Bz * m.act_width * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, s));
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(logp, m.out_logp(), Bz * sizeof(float), cudaMemcpyDeviceToDevice, s));
+  MAMBARL_CUDA_CHECK(
+      cudaMemcpyAsync(values, m.out_values(), Bz * sizeof(float), cudaMemcpyDeviceToDevice, s));
+}
+
+void GpuActor::enqueue_peek_values(cudaStream_t s, const float* obs, float* values) {
+  Impl& m = *impl_;
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(m.in_dev.data(), obs, m.obs_bytes, cudaMemcpyDeviceToDevice, s));
+  m.record_kernels(s, true, m.mode == Launch::graph_pdl);
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(values, m.out_values(), static_cast<size_t>(m.B) * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, s));
+}
+
+void GpuActor::enqueue_state(cudaStream_t s, float* state) {
+  const Impl& m = *impl_;
+  const size_t n = static_cast<size_t>(m.B) * m.S;
+  if (n)
+    MAMBARL_CUDA_CHECK(
+        cudaMemcpyAsync(state, m.state.data(), n * sizeof(float), cudaMemcpyDeviceToDevice, s));
 }
 
 std::vector<float> GpuActor::state() const {

@@ -17,7 +17,22 @@
 // Supports mamba1 and mamba3 mixers. The graph is captured for this actor's
 // batch and buffers; it refuses to replay if one of them changed (see
 // policy/cuda_graph.hpp). A new batch size means a new GpuActor.
+//
+// Two streams. The actor's own stream runs act / act_begin / peek_values and
+// every state, weight and Rng access; each of those synchronises it before
+// returning (act_begin: act_end does), so work a caller enqueues afterwards
+// on any stream sees their results. The enqueue_* calls put the same step
+// on the CALLER's stream only, with device-to-device copies into and out of
+// the actor's own device buffers around the step's kernels: no host sync, no
+// allocation, no host read, so a caller may capture them into its own CUDA
+// graph (which then bakes in the actor's buffers, fixed for its lifetime,
+// and the caller's pointers). Their order with the actor's own-stream calls
+// is the caller's job: synchronise (or wait on) the caller's stream before
+// calling anything else on the actor, and never run both at once. A caller's
+// graph holding enqueued steps must not outlive the actor.
 #pragma once
+
+#include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -64,8 +79,21 @@ class GpuActor {
   // values (B). Env b with episode_start[b] = 1 has its state zeroed before the step.
   void act(const float* obs, const uint8_t* episode_start, float* actions, float* logp,
            float* values);
+  // act() in two halves: begin copies the host inputs into pinned staging
+  // and launches the step on the actor's stream without waiting (the caller
+  // may reuse obs/episode_start at once); end waits for it and copies the
+  // outputs out. No other call on this actor in between.
+  void act_begin(const float* obs, const uint8_t* episode_start);
+  void act_end(float* actions, float* logp, float* values);
   // V(obs) from the current state without advancing it or the Rngs.
   void peek_values(const float* obs, float* values);
+
+  // act / peek_values / state() on DEVICE pointers of the same shapes,
+  // enqueued on the caller's stream `s` (see the stream notes above).
+  void enqueue_act(cudaStream_t s, const float* obs, const uint8_t* episode_start, float* actions,
+                   float* logp, float* values);
+  void enqueue_peek_values(cudaStream_t s, const float* obs, float* values);
+  void enqueue_state(cudaStream_t s, float* state);  // (B, state_size)
 
   // Checkpoint access (device <-> host copies).
   std::vector<float> state() const;  // (B, state_size)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <sstream>
 #include <utility>
 
 #include "kernels/adamw.cuh"
@@ -14,6 +15,7 @@
 #include "kernels/device_buffer.cuh"
 #include "kernels/event_timing.cuh"
 #include "kernels/linear.cuh"
+#include "kernels/loss_scale.cuh"
 #include "kernels/ppo_loss.cuh"
 #include "kernels/rmsnorm.cuh"
 #include "kernels/rows.cuh"
@@ -41,10 +43,12 @@ struct DeviceScalars {
   int loss_not_finite;
   int grad_not_finite;
   float step_scalars[4];  // AdamW's per-step scratch (kernels/adamw.cuh)
+  cuda::LossScale scaler;  // float16 only (kernels/loss_scale.cuh)
 };
 
 // Byte offsets of the chunk's arrays in the pinned staging buffer and its
-// device twin (same layout, one H2D copy).
+// device twin (same layout, one H2D copy). The lr comes first, at offset 0,
+// so that it alone is bytes [0, sizeof(double)).
 struct Staging {
   size_t lr = 0, obs = 0, actions = 0, old_logp = 0, adv = 0, returns = 0, state0 = 0, starts = 0;
   size_t bytes = 0;
@@ -59,6 +63,7 @@ struct GpuLearner::Impl {
   std::shared_ptr<ActorCritic<float>> model;
   int obs_dim = 0, D = 0, L = 0, A = 0, act_width = 0;
   size_t S = 0, P = 0;  // state floats per env; parameter floats
+  Precision precision = Precision::float32;
   Launch mode = Launch::graph;
   int T = 0, B = 0, M = 0;  // the prepared chunk shape, M = T*B
   bool warmed_up = false;   // one eager update of this shape ran (lazy loading, cuBLAS setup)
@@ -67,15 +72,20 @@ struct GpuLearner::Impl {
   CublasHandle cublas;
   DeviceBuffer<uint8_t> cublas_ws{kCublasWorkspaceBytes};
   DeviceBuffer<float> params, grads, exp_avg, exp_avg_sq, decay;  // (P) each
+  DeviceBuffer<uint16_t> params_low;  // (P) 16-bit GEMM shadow of params; empty for float32
   DeviceBuffer<DeviceScalars> scalars{1};
   PinnedBuffer<DeviceScalars> scalars_host{1};
-  DeviceBuffer<double> norm_partials{cuda::kGradNormBlocks}, adv_stats{2};
+  DeviceBuffer<double> norm_partials{cuda::kGradNormBlocks}, ppo_stats{cuda::kPpoStatsDoubles};
   std::vector<std::unique_ptr<GpuMixer>> mixers;
 
   // Per-shape buffers (prepare()).
   Staging st;
   PinnedBuffer<uint8_t> in_host;
   DeviceBuffer<uint8_t> in_dev;
+  // Bytes of in_host that run() copies into in_dev before each update: all
+  // of it for a host chunk; only the lr for a device chunk, whose arrays
+  // stage_device() copied into in_dev device-to-device.
+  size_t h2d_bytes = 0;
   DeviceBuffer<float> h;                // (L+1, M, D) residual streams
   DeviceBuffer<float> normed;           // (L, M, D) pre-mixer norms (the mixers' U)
   DeviceBuffer<float> rstd;             // (L, M)
@@ -89,6 +99,7 @@ struct GpuLearner::Impl {
   DeviceBuffer<float> dh, dmix;         // (M, D) each; dmix also holds df
   DeviceBuffer<float> dw_terms;         // (M, D) norm-weight gradient terms
   DeviceBuffer<float> ones;             // (M)
+  DeviceBuffer<uint16_t> gemm_scratch;  // 16-bit GEMM operand casts (kernels/linear.cuh); 16-bit precisions
 
   // Parameter offsets.
   size_t obs_w = 0, obs_b = 0, norm_f = 0, pi_w = 0, pi_b = 0, v_w = 0, v_b = 0;
@@ -100,7 +111,7 @@ struct GpuLearner::Impl {
   std::unique_ptr<CudaGraph> graph;
 
   Impl(const PolicyConfig& policy, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
-       const AdamWConfig& adam, uint64_t seed);
+       const AdamWConfig& adam, uint64_t seed, Precision precision);
   ~Impl() { (void)cudaStreamSynchronize(stream.get()); }
 
   size_t offset(const std::string& name, const std::vector<int64_t>& shape) const {
@@ -114,17 +125,27 @@ struct GpuLearner::Impl {
   }
   float* h_at(int l) const { return h.data() + static_cast<size_t>(l) * M * D; }
   std::vector<GraphBinding> bindings() const;
+  void stage_host(const ChunkView& c);
+  void stage_device(const ChunkView& c);
+  void check_actions(const float* actions) const;
   void record(cudaStream_t s);
   void run();
   void sync() const { MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream.get())); }
   std::vector<float> download(const DeviceBuffer<float>& d) const;
   void upload(DeviceBuffer<float>& d, const float* src, size_t n, const char* what);
   void set_step(long long step);
+  void refresh_shadow(cudaStream_t s);
+  cuda::LossScale read_scaler() const;
+  void write_scaler(const cuda::LossScale& v);
 };
 
 GpuLearner::Impl::Impl(const PolicyConfig& pol, int obs, const HeadSpec& hs, const PpoLossConfig& loss,
-                       const AdamWConfig& adam, uint64_t seed)
-    : policy(pol), loss_cfg(loss), adam_cfg(adam), model(make_actor_critic<float>(pol, obs, hs)) {
+                       const AdamWConfig& adam, uint64_t seed, Precision prec)
+    : policy(pol),
+      loss_cfg(loss),
+      adam_cfg(adam),
+      model(make_actor_critic<float>(pol, obs, hs)),
+      precision(prec) {
   int devices = 0;
   MAMBARL_CUDA_CHECK(cudaGetDeviceCount(&devices));
   MAMBARL_CHECK(devices > 0, "GpuLearner: no CUDA device");
@@ -158,6 +179,7 @@ GpuLearner::Impl::Impl(const PolicyConfig& pol, int obs, const HeadSpec& hs, con
   exp_avg = DeviceBuffer<float>(P);
   exp_avg_sq = DeviceBuffer<float>(P);
   decay = DeviceBuffer<float>(P);
+  if (precision != Precision::float32) params_low = DeviceBuffer<uint16_t>(P);
   upload(params, host.data(), P, "params");
   upload(decay, flags.data(), P, "decay flags");
   MAMBARL_CUDA_CHECK(cudaMemsetAsync(grads.data(), 0, grads.bytes(), stream.get()));
@@ -165,6 +187,7 @@ GpuLearner::Impl::Impl(const PolicyConfig& pol, int obs, const HeadSpec& hs, con
   MAMBARL_CUDA_CHECK(cudaMemsetAsync(exp_avg_sq.data(), 0, exp_avg_sq.bytes(), stream.get()));
   MAMBARL_CUDA_CHECK(cudaMemsetAsync(scalars.data(), 0, scalars.bytes(), stream.get()));
   sync();
+  write_scaler(cuda::LossScale{});
 
   obs_w = offset("obs_proj.weight", {D, obs_dim});
   obs_b = offset("obs_proj.bias", {D});
@@ -214,6 +237,7 @@ void GpuLearner::Impl::allocate(int T_, int B_) {
   st.state0 = take(static_cast<size_t>(B) * S * sizeof(float));
   st.starts = take(m);
   st.bytes = at;
+  h2d_bytes = st.bytes;
   in_host = PinnedBuffer<uint8_t>(st.bytes);
   std::memset(in_host.data(), 0, in_host.bytes());
   in_dev = DeviceBuffer<uint8_t>(st.bytes);
@@ -236,6 +260,13 @@ void GpuLearner::Impl::allocate(int T_, int B_) {
   ones = DeviceBuffer<float>(m);
   cuda::fill(m, 1.f, ones.data(), stream.get());
   for (auto& mx : mixers) mx->prepare(T, B);
+  if (precision != Precision::float32) {
+    // The learner's own GEMMs cast f / dhead (+ f) / dh (+ obs); the mixers report theirs.
+    size_t words = std::max(cuda::gemm_cast_elems(m * A, m * d), cuda::gemm_cast_elems(m * d, m * obs_dim));
+    for (const auto& mx : mixers) words = std::max(words, mx->gemm_cast_elems());
+    gemm_scratch = DeviceBuffer<uint16_t>();  // free the old shape's before taking the new
+    gemm_scratch = DeviceBuffer<uint16_t>(words);
+  }
   sync();
 }
 
@@ -244,6 +275,8 @@ std::vector<GraphBinding> GpuLearner::Impl::bindings() const {
       GraphBinding::value("chunk T", T),
       GraphBinding::value("chunk B", B),
       GraphBinding::buffer("params", params),
+      GraphBinding::buffer("16-bit params", params_low),
+      GraphBinding::buffer("16-bit GEMM scratch", gemm_scratch),
       GraphBinding::buffer("grads", grads),
       GraphBinding::buffer("exp_avg", exp_avg),
       GraphBinding::buffer("exp_avg_sq", exp_avg_sq),
@@ -251,8 +284,7 @@ std::vector<GraphBinding> GpuLearner::Impl::bindings() const {
       GraphBinding::buffer("scalars", scalars),
       GraphBinding::buffer("pinned scalars", scalars_host),
       GraphBinding::buffer("grad-norm partials", norm_partials),
-      GraphBinding::buffer("advantage stats", adv_stats),
-      GraphBinding::buffer("pinned chunk", in_host),
+      GraphBinding::buffer("loss statistics", ppo_stats),
       GraphBinding::buffer("device chunk", in_dev),
       GraphBinding::buffer("residual streams", h),
       GraphBinding::buffer("normed inputs", normed),
@@ -276,9 +308,61 @@ std::vector<GraphBinding> GpuLearner::Impl::bindings() const {
   return b;
 }
 
-// One whole update enqueued on s: captured once per shape, or run eagerly.
+// The chunk reaches in_dev outside the graph (run() and stage_device()), so
+// the graph reads only the learner's own buffers and never bakes in a
+// caller's pointers; a device chunk and the same chunk from the host stage
+// the same bytes and give the same update bit for bit.
+void GpuLearner::Impl::stage_host(const ChunkView& c) {
+  const size_t rows = static_cast<size_t>(M);
+  uint8_t* host = in_host.data();
+  std::memcpy(host + st.obs, c.obs, rows * obs_dim * sizeof(float));
+  std::memcpy(host + st.actions, c.actions, rows * act_width * sizeof(float));
+  std::memcpy(host + st.old_logp, c.old_logp, rows * sizeof(float));
+  std::memcpy(host + st.adv, c.advantages, rows * sizeof(float));
+  std::memcpy(host + st.returns, c.returns, rows * sizeof(float));
+  if (S) std::memcpy(host + st.state0, c.initial_state, static_cast<size_t>(B) * S * sizeof(float));
+  std::memcpy(host + st.starts, c.episode_start, rows);
+  h2d_bytes = st.bytes;
+}
+
+// Device-to-device on the learner's stream: the caller's writes to the
+// chunk must be complete (its stream synchronised) before train_step.
+void GpuLearner::Impl::stage_device(const ChunkView& c) {
+  const size_t rows = static_cast<size_t>(M);
+  const auto copy = [&](size_t off, const void* src, size_t bytes) {
+    if (bytes)
+      MAMBARL_CUDA_CHECK(
+          cudaMemcpyAsync(in_dev.data() + off, src, bytes, cudaMemcpyDeviceToDevice, stream.get()));
+  };
+  copy(st.obs, c.obs, rows * obs_dim * sizeof(float));
+  copy(st.actions, c.actions, rows * act_width * sizeof(float));
+  copy(st.old_logp, c.old_logp, rows * sizeof(float));
+  copy(st.adv, c.advantages, rows * sizeof(float));
+  copy(st.returns, c.returns, rows * sizeof(float));
+  copy(st.state0, c.initial_state, static_cast<size_t>(B) * S * sizeof(float));
+  copy(st.starts, c.episode_start, rows);
+  h2d_bytes = sizeof(double);  // the lr, at offset 0
+}
+
+// The loss kernel indexes logits by the action: validate on the host, as the
+// CPU loss does. `actions`: (M) host memory.
+void GpuLearner::Impl::check_actions(const float* actions) const {
+  for (size_t i = 0; i < static_cast<size_t>(M); ++i) {
+    const float a = actions[i];
+    MAMBARL_CHECK(a >= 0.f && a < static_cast<float>(A) && a == std::floor(a),
+                  "ppo_loss: action " << a << " is not an integer in [0, " << A << ")");
+  }
+}
+
+// One whole update enqueued on s, from the chunk staged in in_dev: captured
+// once per shape, or run eagerly.
 void GpuLearner::Impl::record(cudaStream_t s) {
-  const GpuExec exec{s, cublas.get()};
+  const bool low = precision != Precision::float32;
+  const GpuExec exec =
+      low ? GpuExec{s, cublas.get(),
+                    cuda::GemmPrecision{precision, gemm_scratch.data(), gemm_scratch.size(), s},
+                    params_low.data()}
+          : GpuExec{s, cublas.get()};
   cublasHandle_t hb = cublas.get();
   const float* W = params.data();
   float* G = grads.data();
@@ -287,7 +371,6 @@ void GpuLearner::Impl::record(cudaStream_t s) {
   const uint8_t* starts = in<uint8_t>(st.starts);
   const float* state0 = in<float>(st.state0);
 
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(in_dev.data(), in_host.data(), st.bytes, cudaMemcpyHostToDevice, s));
   MAMBARL_CUDA_CHECK(cudaMemsetAsync(G, 0, grads.bytes(), s));
 
   // Forward: h⁰ = W_obs o + b_obs; hˡ⁺¹ = hˡ + Mixerˡ(RMSNorm(hˡ)); f = RMSNorm(h^L).
@@ -302,8 +385,8 @@ void GpuLearner::Impl::record(cudaStream_t s) {
   }
   cuda::rmsnorm_forward(M, D, h_at(L), W + norm_f, f.data(), rstd_f.data(), s);
   // Heads without their biases (the loss adds them): head = f W_π^T, values = f w_v^T.
-  cuda::gemm_rows(hb, M, D, A, f.data(), W + pi_w, 0.f, head.data());
-  cuda::gemm_rows(hb, M, D, 1, f.data(), W + v_w, 0.f, values.data());
+  exec.gemm_rows(M, D, A, f.data(), exec.weight(W, pi_w), 0.f, head.data());
+  exec.gemm_rows(M, D, 1, f.data(), exec.weight(W, v_w), 0.f, values.data());
 
   cuda::PpoInputs pin;
   pin.head = head.data();
@@ -321,18 +404,25 @@ void GpuLearner::Impl::record(cudaStream_t s) {
   pout.dlog_std = log_std >= 0 ? G + log_std : nullptr;
   pout.metrics = sc->metrics;
   pout.loss_not_finite = &sc->loss_not_finite;
-  cuda::PpoScratch pscr{adv_stats.data(), loss_terms.data(), log_std >= 0 ? dlog_std_terms.data() : nullptr};
+  cuda::PpoScratch pscr{ppo_stats.data(), loss_terms.data(), log_std >= 0 ? dlog_std_terms.data() : nullptr};
   const cuda::PpoCoefs pc{loss_cfg.clip_eps, loss_cfg.vf_coef, loss_cfg.ent_coef,
                           loss_cfg.normalize_advantages};
   cuda::ppo_loss(cuda::PpoDims{M, A, model->spec().head.discrete}, pc, pin, pscr, pout, s);
+  const float* loss_scale = &sc->scaler.scale;
+  if (precision == Precision::float16) {
+    // Seed the backward with S: every gradient below is S times the true one.
+    cuda::scale_by(static_cast<size_t>(M) * A, loss_scale, false, dhead.data(), s);
+    cuda::scale_by(static_cast<size_t>(M), loss_scale, false, dvalues.data(), s);
+    if (log_std >= 0) cuda::scale_by(static_cast<size_t>(A), loss_scale, false, G + log_std, s);
+  }
 
   // Heads backward: df = dhead W_π + dV w_v; dW_π += dheadᵀ f, db_π += Σ dhead; same for v.
   float* df = dmix.data();
-  cuda::gemm(hb, false, false, M, D, A, 1.f, dhead.data(), A, W + pi_w, D, 0.f, df, D);
-  cuda::gemm(hb, false, false, M, D, 1, 1.f, dvalues.data(), 1, W + v_w, D, 1.f, df, D);
-  cuda::gemm(hb, true, false, A, D, M, 1.f, dhead.data(), A, f.data(), D, 1.f, G + pi_w, D);
+  exec.gemm(false, false, M, D, A, 1.f, dhead.data(), A, exec.weight(W, pi_w), D, 0.f, df, D);
+  exec.gemm(false, false, M, D, 1, 1.f, dvalues.data(), 1, exec.weight(W, v_w), D, 1.f, df, D);
+  exec.gemm(true, false, A, D, M, 1.f, dhead.data(), A, f.data(), D, 1.f, G + pi_w, D);
   cuda::column_sum(hb, M, A, dhead.data(), A, ones.data(), G + pi_b);
-  cuda::gemm(hb, true, false, 1, D, M, 1.f, dvalues.data(), 1, f.data(), D, 1.f, G + v_w, D);
+  exec.gemm(true, false, 1, D, M, 1.f, dvalues.data(), 1, f.data(), D, 1.f, G + v_w, D);
   cuda::column_sum(hb, M, 1, dvalues.data(), 1, ones.data(), G + v_b);
   cuda::rmsnorm_backward(M, D, h_at(L), W + norm_f, rstd_f.data(), df, dh.data(), false, dw_terms.data(), s);
   cuda::column_sum(hb, M, D, dw_terms.data(), D, ones.data(), G + norm_f);
@@ -344,8 +434,11 @@ void GpuLearner::Impl::record(cudaStream_t s) {
                            dw_terms.data(), s);
     cuda::column_sum(hb, M, D, dw_terms.data(), D, ones.data(), G + norm_w[i]);
   }
-  cuda::gemm(hb, true, false, D, obs_dim, M, 1.f, dh.data(), D, obs, obs_dim, 1.f, G + obs_w, obs_dim);
+  exec.gemm(true, false, D, obs_dim, M, 1.f, dh.data(), D, obs, obs_dim, 1.f, G + obs_w, obs_dim);
   cuda::column_sum(hb, M, D, dh.data(), D, ones.data(), G + obs_b);
+  // Unscaled before the norm, clip and AdamW, which then see the true gradient
+  // (an overflow stays inf/NaN and makes AdamW skip the update).
+  if (precision == Precision::float16) cuda::scale_by(P, loss_scale, true, G, s);
 
   cuda::AdamWScalars as;
   as.lr = in<double>(st.lr);
@@ -358,11 +451,17 @@ void GpuLearner::Impl::record(cudaStream_t s) {
   const cuda::AdamWCoefs ac{adam_cfg.beta1, adam_cfg.beta2, adam_cfg.eps, adam_cfg.weight_decay,
                             adam_cfg.max_grad_norm};
   cuda::adamw_update(P, ac, as, params.data(), G, exp_avg.data(), exp_avg_sq.data(), decay.data(), s);
+  if (precision == Precision::float16)
+    cuda::loss_scale_update(&sc->scaler, &sc->loss_not_finite, &sc->grad_not_finite, s);
+  // The next update's GEMMs read the new weights (unchanged ones after a skip).
+  refresh_shadow(s);
   MAMBARL_CUDA_CHECK(
       cudaMemcpyAsync(scalars_host.data(), sc, sizeof(DeviceScalars), cudaMemcpyDeviceToHost, s));
 }
 
 void GpuLearner::Impl::run() {
+  MAMBARL_CUDA_CHECK(
+      cudaMemcpyAsync(in_dev.data(), in_host.data(), h2d_bytes, cudaMemcpyHostToDevice, stream.get()));
   // The first update of a shape runs eagerly even in graph mode: lazy module
   // loading and cuBLAS's first-call setup must not happen inside a capture.
   // Graph and eager give the same bits, so this changes no result.
@@ -390,6 +489,27 @@ void GpuLearner::Impl::upload(DeviceBuffer<float>& d, const float* src, size_t n
   MAMBARL_CHECK(n == d.size(),
                 "GpuLearner: " << what << " has " << n << " floats, the model has " << d.size());
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(d.data(), src, d.bytes(), cudaMemcpyHostToDevice, stream.get()));
+  if (&d == &params) refresh_shadow(stream.get());  // every weights-in refreshes the GEMM shadow
+  sync();
+}
+
+void GpuLearner::Impl::refresh_shadow(cudaStream_t s) {
+  if (precision != Precision::float32) cuda::to_half(precision, P, params.data(), params_low.data(), s);
+}
+
+cuda::LossScale GpuLearner::Impl::read_scaler() const {
+  cuda::LossScale v;
+  MAMBARL_CUDA_CHECK(
+      cudaMemcpyAsync(&v, &scalars.data()->scaler, sizeof(v), cudaMemcpyDeviceToHost, stream.get()));
+  sync();
+  return v;
+}
+
+void GpuLearner::Impl::write_scaler(const cuda::LossScale& v) {
+  sync();
+  scalars_host.data()->scaler = v;
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(&scalars.data()->scaler, &scalars_host.data()->scaler, sizeof(v),
+                                     cudaMemcpyHostToDevice, stream.get()));
   sync();
 }
 
@@ -404,8 +524,8 @@ void GpuLearner::Impl::set_step(long long step) {
 // ---------------------------------------------------------------------------
 
 GpuLearner::GpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head,
-                       const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed)
-    : impl_(std::make_unique<Impl>(policy, obs_dim, head, loss, adam, seed)) {}
+                       const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed, Precision precision)
+    : impl_(std::make_unique<Impl>(policy, obs_dim, head, loss, adam, seed, precision)) {}
 
 GpuLearner::~GpuLearner() = default;
 
@@ -424,23 +544,24 @@ TrainResult GpuLearner::train_step(const ChunkView& c, double lr) {
   for (const auto& [p, name] : arrays)
     MAMBARL_CHECK(p, "GpuLearner::train_step: the chunk's " << name << " array is null");
   MAMBARL_CHECK(c.initial_state || m.S == 0, "GpuLearner::train_step: the chunk's initial_state array is null");
-  const size_t rows = static_cast<size_t>(m.M);
-  // The loss kernel indexes logits by the action: validate here, as the CPU loss does.
-  if (m.model->spec().head.discrete)
-    for (size_t i = 0; i < rows; ++i) {
-      const float a = c.actions[i];
-      MAMBARL_CHECK(a >= 0.f && a < static_cast<float>(m.A) && a == std::floor(a),
-                    "ppo_loss: action " << a << " is not an integer in [0, " << m.A << ")");
+  const bool discrete = m.model->spec().head.discrete;
+  std::memcpy(m.in_host.data() + m.st.lr, &lr, sizeof(double));
+  if (c.on_device) {
+    m.stage_device(c);
+    if (discrete) {
+      // The actions are checked where the update will read them: a copy of
+      // the staged ones into their (otherwise unused) pinned slot, one sync.
+      float* staged = reinterpret_cast<float*>(m.in_host.data() + m.st.actions);
+      MAMBARL_CUDA_CHECK(cudaMemcpyAsync(staged, m.in<float>(m.st.actions),
+                                         static_cast<size_t>(m.M) * sizeof(float), cudaMemcpyDeviceToHost,
+                                         m.stream.get()));
+      m.sync();
+      m.check_actions(staged);
     }
-  uint8_t* host = m.in_host.data();
-  std::memcpy(host + m.st.lr, &lr, sizeof(double));
-  std::memcpy(host + m.st.obs, c.obs, rows * m.obs_dim * sizeof(float));
-  std::memcpy(host + m.st.actions, c.actions, rows * m.act_width * sizeof(float));
-  std::memcpy(host + m.st.old_logp, c.old_logp, rows * sizeof(float));
-  std::memcpy(host + m.st.adv, c.advantages, rows * sizeof(float));
-  std::memcpy(host + m.st.returns, c.returns, rows * sizeof(float));
-  if (m.S) std::memcpy(host + m.st.state0, c.initial_state, static_cast<size_t>(m.B) * m.S * sizeof(float));
-  std::memcpy(host + m.st.starts, c.episode_start, rows);
+  } else {
+    if (discrete) m.check_actions(c.actions);
+    m.stage_host(c);
+  }
   m.run();
   m.sync();
 
@@ -452,6 +573,7 @@ TrainResult GpuLearner::train_step(const ChunkView& c, double lr) {
   r.loss.entropy = sc.metrics[3];
   r.loss.approx_kl = sc.metrics[4];
   r.loss.clip_frac = sc.metrics[5];
+  if (m.precision == Precision::float16) r.loss_scale = sc.scaler.scale;
   if (sc.loss_not_finite) {
     // As the CPU, which stops before the backward: no gradient norm.
     r.skipped = true;
@@ -459,7 +581,13 @@ TrainResult GpuLearner::train_step(const ChunkView& c, double lr) {
     return r;
   }
   r.grad_norm = sc.grad_norm;
-  if (sc.grad_not_finite) {
+  if (sc.grad_not_finite && m.precision == Precision::float16) {
+    // As GradScaler: any non-finite gradient at scale S counts as an overflow.
+    std::ostringstream why;
+    why << "f16 loss-scale overflow (scale " << sc.scaler.used << ")";
+    r.skipped = true;
+    r.reason = why.str();
+  } else if (sc.grad_not_finite) {
     r.skipped = true;
     r.reason = "gradient norm is not finite";
     const std::vector<float> g = m.download(m.grads);
@@ -476,6 +604,29 @@ TrainResult GpuLearner::train_step(const ChunkView& c, double lr) {
 
 void GpuLearner::set_launch(Launch mode) { impl_->mode = mode; }
 GpuLearner::Launch GpuLearner::launch() const { return impl_->mode; }
+Precision GpuLearner::precision() const { return impl_->precision; }
+
+double GpuLearner::loss_scale() const {
+  return impl_->precision == Precision::float16 ? impl_->read_scaler().scale : 1.0;
+}
+
+void GpuLearner::set_loss_scale(double scale, int growth_interval) {
+  Impl& m = *impl_;
+  MAMBARL_CHECK(m.precision == Precision::float16,
+                "GpuLearner::set_loss_scale: only a float16 learner scales its loss (this one is "
+                    << precision_name(m.precision) << ")");
+  int exp = 0;
+  MAMBARL_CHECK(
+      std::isfinite(scale) && scale >= cuda::kLossScaleMin && std::frexp(scale, &exp) == 0.5 && scale <= 1e38,
+      "GpuLearner::set_loss_scale: " << scale << " is not a finite power of two >= 1");
+  MAMBARL_CHECK(growth_interval >= 1,
+                "GpuLearner::set_loss_scale: growth_interval must be >= 1, got " << growth_interval);
+  cuda::LossScale v = m.read_scaler();
+  v.scale = static_cast<float>(scale);
+  v.good_steps = 0;
+  v.growth_interval = growth_interval;
+  m.write_scaler(v);
+}
 const ActorCritic<float>& GpuLearner::model() const { return *impl_->model; }
 std::shared_ptr<const ActorCritic<float>> GpuLearner::shared_model() const { return impl_->model; }
 const PolicyConfig& GpuLearner::policy_config() const { return impl_->policy; }
@@ -500,11 +651,25 @@ GpuMixer& GpuLearner::mixer(int l) {
   return *impl_->mixers[static_cast<size_t>(l)];
 }
 
+// A float16 learner's loss scale and good-step count travel in the
+// checkpoint's metadata, so a resumed run scales as the original would have.
+constexpr const char* kLossScaleKey = "f16_loss_scale";
+constexpr const char* kGoodStepsKey = "f16_loss_scale_good_steps";
+
 void GpuLearner::save(const std::string& path, const std::map<std::string, std::string>& metadata,
                       const std::vector<TensorRecord>& extra) const {
   const Impl& m = *impl_;
+  std::map<std::string, std::string> meta = metadata;
+  if (m.precision == Precision::float16) {
+    const cuda::LossScale v = m.read_scaler();
+    std::ostringstream scale;
+    scale.precision(9);  // 9 significant digits round-trip any float
+    scale << v.scale;
+    meta[kLossScaleKey] = scale.str();
+    meta[kGoodStepsKey] = std::to_string(v.good_steps);
+  }
   write_checkpoint(path, m.policy, m.model->layout(), params().data(), exp_avg().data(), exp_avg_sq().data(),
-                   step_count(), metadata, extra);
+                   step_count(), meta, extra);
 }
 
 SafetensorsFile GpuLearner::load(const std::string& path) {
@@ -515,6 +680,19 @@ SafetensorsFile GpuLearner::load(const std::string& path) {
   m.upload(m.exp_avg, s.exp_avg.data(), s.exp_avg.size(), "checkpoint exp_avg");
   m.upload(m.exp_avg_sq, s.exp_avg_sq.data(), s.exp_avg_sq.size(), "checkpoint exp_avg_sq");
   m.set_step(s.step);
+  const auto scale = f.metadata.find(kLossScaleKey), good = f.metadata.find(kGoodStepsKey);
+  if (m.precision == Precision::float16 && scale != f.metadata.end() && good != f.metadata.end()) {
+    std::istringstream s_in(scale->second), g_in(good->second);
+    double s_val = 0;
+    int g_val = -1;
+    const bool ok = (s_in >> s_val) && (g_in >> g_val) && g_val >= 0;
+    MAMBARL_CHECK(ok,
+                  path << ": bad loss-scale metadata ('" << scale->second << "', '" << good->second << "')");
+    set_loss_scale(s_val, m.read_scaler().growth_interval);  // checks S is a power of two >= 1
+    cuda::LossScale v = m.read_scaler();
+    v.good_steps = g_val;
+    m.write_scaler(v);
+  }
   return f;
 }
 

@@ -1,7 +1,9 @@
 // The learner role on the GPU (CpuLearner's twin, policy/cpu_learner.hpp):
-// one PPO update on a [T, B] chunk as ONE CUDA graph replay per update:
-//   H2D copy of the chunk and the learning rate from pinned staging
-//   -> zero grads -> observation projection -> per layer: RMSNorm, the
+// one PPO update on a [T, B] chunk as ONE CUDA graph replay per update,
+// after the chunk and the learning rate are staged into device memory
+// outside the graph (one H2D copy from pinned staging; for a chunk already
+// on the device, device-to-device copies and the lr alone from the host):
+//   zero grads -> observation projection -> per layer: RMSNorm, the
 //   layer's GpuMixer (policy/gpu_mixer.hpp), residual add -> final RMSNorm
 //   -> heads (two GEMMs) -> PPO loss with advantage normalisation on device
 //   -> backward through all of it -> global grad norm + non-finite check
@@ -22,6 +24,16 @@
 // graph), and a replay is refused if any buffer it baked in moved
 // (policy/cuda_graph.hpp), the mixers' buffers included. No device
 // allocation happens after capture.
+//
+// Precision (kernels/precision.hpp): float32 runs every GEMM in f32 (the
+// CPU-parity path). bfloat16 / float16 keep the f32 master weights, moments,
+// scans, norms and loss, and run the GEMMs on 16-bit inputs with f32
+// accumulation into f32 outputs: the weights' 16-bit shadow (one (P) buffer)
+// is refreshed inside the update right after AdamW and on every weights-in
+// (set_params, load); activations are cast into one preallocated scratch as
+// each GEMM consumes them. float16 also scales the loss (kernels/loss_scale.cuh):
+// an overflowing update is skipped (reason "f16 loss-scale overflow (scale S)")
+// and S halves; TrainResult::loss_scale reports S.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +42,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/loss_scale.cuh"
+#include "kernels/precision.hpp"
 #include "policy/cpu_learner.hpp"
 #include "policy/gpu_mixer.hpp"
 
@@ -42,7 +56,7 @@ class GpuLearner {
   enum class Launch { graph, eager };
 
   GpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
-             const AdamWConfig& adam, uint64_t seed);
+             const AdamWConfig& adam, uint64_t seed, Precision precision = Precision::float32);
   ~GpuLearner();
   GpuLearner(const GpuLearner&) = delete;
   GpuLearner& operator=(const GpuLearner&) = delete;
@@ -51,12 +65,24 @@ class GpuLearner {
   // for another shape). train_step calls it for the first chunk.
   void prepare(int T, int B);
 
-  // Host chunk in, metrics out (one sync per update). A skipped update
-  // (non-finite loss or gradient) leaves weights, moments and step untouched.
+  // Chunk in, metrics out (one sync per update; a device chunk with a
+  // discrete head one more, to check its actions on the host). A chunk with
+  // on_device set is read on the learner's own stream: whatever wrote it
+  // must have finished (the caller synchronises its stream first). Host or
+  // device, the same chunk gives the same update bit for bit. A skipped
+  // update (non-finite loss or gradient) leaves weights, moments and step
+  // untouched.
   TrainResult train_step(const ChunkView& chunk, double lr);
 
   void set_launch(Launch mode);
   Launch launch() const;
+  Precision precision() const;
+
+  // float16 only: the loss scale S of the next update, and setting it (a
+  // power of two >= 1; tests force an overflow with a huge one) with the
+  // number of good updates in a row that double it (restarting the count).
+  double loss_scale() const;
+  void set_loss_scale(double scale, int growth_interval = cuda::kGrowthInterval);
 
   const ActorCritic<float>& model() const;
   std::shared_ptr<const ActorCritic<float>> shared_model() const;
@@ -65,7 +91,7 @@ class GpuLearner {
   // Device <-> host copies of the flat f32 buffers (model().layout()).
   std::vector<float> params() const;  // weights out
   void set_params(const float* w, size_t n);  // weights in
-  std::vector<float> grads() const;           // the last update's gradient, BEFORE clipping
+  std::vector<float> grads() const;           // the last update's gradient, BEFORE clipping (f16: unscaled)
   std::vector<float> exp_avg() const;
   std::vector<float> exp_avg_sq() const;
   long long step_count() const;
@@ -82,7 +108,9 @@ class GpuLearner {
 
   // Device time in ms of each of `reps` updates (CUDA events between them,
   // all enqueued before one sync), replaying the last train_step's staged
-  // chunk and lr in the current launch mode. Weights and moments advance.
+  // chunk and lr in the current launch mode, with its copy in from the
+  // host (none for a device chunk's arrays, which stay staged). Weights and
+  // moments advance.
   std::vector<double> time_updates_ms(int reps);
 
  private:

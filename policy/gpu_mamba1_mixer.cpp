@@ -1,5 +1,7 @@
 #include "policy/gpu_mamba1_mixer.hpp"
 
+#include <algorithm>
+
 #include "kernels/check.hpp"
 #include "kernels/linear.cuh"
 #include "policy/gpu_dims.hpp"
@@ -110,17 +112,15 @@ void GpuMamba1Mixer::forward(const float* params, const float* U, const uint8_t*
 
   cuda::mamba1_derive_a(E * N, params + off_.a_log, a_, s);
   // (M, 2E) [x z] = U W_in^T
-  cuda::gemm(exec.cublas, false, true, M, 2 * E, D, 1.f, U, D, params + off_.in_proj, D, 0.f,
-             act_.xz, 2 * E);
+  exec.gemm(false, true, M, 2 * E, D, 1.f, U, D, exec.weight(params, off_.in_proj), D, 0.f, act_.xz, 2 * E);
   cuda::mamba1_conv_forward(d_, chunk_, w, act_, s);
   // (M, R+2N) [δ B C] = xc W_x^T
-  cuda::gemm(exec.cublas, false, true, M, RN, E, 1.f, act_.xc, E, w.x_proj, E, 0.f, act_.dbc, RN);
+  exec.gemm(false, true, M, RN, E, 1.f, act_.xc, E, exec.weight(params, off_.x_proj), E, 0.f, act_.dbc, RN);
   // (M, E) dt_lin = δ W_dt^T (δ: the first R columns of dbc)
-  cuda::gemm(exec.cublas, false, true, M, E, R, 1.f, act_.dbc, RN, w.dt_w, R, 0.f, act_.dt_lin, E);
+  exec.gemm(false, true, M, E, R, 1.f, act_.dbc, RN, exec.weight(params, off_.dt_w), R, 0.f, act_.dt_lin, E);
   cuda::mamba1_scan_forward(d_, chunk_, w, act_, s);
   // (M, D) Y = gated W_out^T
-  cuda::gemm(exec.cublas, false, true, M, D, E, 1.f, act_.gated, E, params + off_.out_proj, E, 0.f,
-             Y, D);
+  exec.gemm(false, true, M, D, E, 1.f, act_.gated, E, exec.weight(params, off_.out_proj), E, 0.f, Y, D);
 }
 
 void GpuMamba1Mixer::backward(const float* params, const float* dY, float* grads, float* dU,
@@ -131,21 +131,18 @@ void GpuMamba1Mixer::backward(const float* params, const float* dY, float* grads
   cudaStream_t s = exec.stream;
 
   // out_proj: (M, E) dgated = dY W_out; dW_out += dY^T gated.
-  cuda::gemm(exec.cublas, false, false, M, E, D, 1.f, dY, D, params + off_.out_proj, E, 0.f,
-             bwd_.dgated, E);
-  cuda::gemm(exec.cublas, true, false, D, E, M, 1.f, dY, D, act_.gated, E, 1.f,
-             grads + off_.out_proj, E);
+  exec.gemm(false, false, M, E, D, 1.f, dY, D, exec.weight(params, off_.out_proj), E, 0.f, bwd_.dgated, E);
+  exec.gemm(true, false, D, E, M, 1.f, dY, D, act_.gated, E, 1.f, grads + off_.out_proj, E);
 
   cuda::mamba1_scan_backward(d_, chunk_, w, act_, bwd_, s);
 
   // dt_proj: [dδ] = ddt W_dt into the first R columns of ddbc; dW_dt += ddt^T δ.
-  cuda::gemm(exec.cublas, false, false, M, R, E, 1.f, bwd_.ddt, E, w.dt_w, R, 0.f, bwd_.ddbc, RN);
-  cuda::gemm(exec.cublas, true, false, E, R, M, 1.f, bwd_.ddt, E, act_.dbc, RN, 1.f,
-             grads + off_.dt_w, R);
+  exec.gemm(false, false, M, R, E, 1.f, bwd_.ddt, E, exec.weight(params, off_.dt_w), R, 0.f, bwd_.ddbc, RN);
+  exec.gemm(true, false, E, R, M, 1.f, bwd_.ddt, E, act_.dbc, RN, 1.f, grads + off_.dt_w, R);
   // x_proj: dW_x += ddbc^T xc; dxc += ddbc W_x.
-  cuda::gemm(exec.cublas, true, false, RN, E, M, 1.f, bwd_.ddbc, RN, act_.xc, E, 1.f,
-             grads + off_.x_proj, E);
-  cuda::gemm(exec.cublas, false, false, M, E, RN, 1.f, bwd_.ddbc, RN, w.x_proj, E, 1.f, bwd_.dxc, E);
+  exec.gemm(true, false, RN, E, M, 1.f, bwd_.ddbc, RN, act_.xc, E, 1.f, grads + off_.x_proj, E);
+  exec.gemm(false, false, M, E, RN, 1.f, bwd_.ddbc, RN, exec.weight(params, off_.x_proj), E, 1.f, bwd_.dxc,
+            E);
 
   cuda::mamba1_conv_backward(d_, chunk_, w, act_, bwd_, s);
 
@@ -157,10 +154,17 @@ void GpuMamba1Mixer::backward(const float* params, const float* dY, float* grads
   cuda::mamba1_add_env_sums(B_, E, bwd_.sum_cb, nullptr, grads + off_.conv_b, s);
 
   // in_proj: (M, D) dU = dxz W_in; dW_in += dxz^T U.
-  cuda::gemm(exec.cublas, false, false, M, D, 2 * E, 1.f, bwd_.dxz, 2 * E, params + off_.in_proj, D,
-             0.f, dU, D);
-  cuda::gemm(exec.cublas, true, false, 2 * E, D, M, 1.f, bwd_.dxz, 2 * E, U_, D, 1.f,
-             grads + off_.in_proj, D);
+  exec.gemm(false, false, M, D, 2 * E, 1.f, bwd_.dxz, 2 * E, exec.weight(params, off_.in_proj), D, 0.f, dU,
+            D);
+  exec.gemm(true, false, 2 * E, D, M, 1.f, bwd_.dxz, 2 * E, U_, D, 1.f, grads + off_.in_proj, D);
+}
+
+// The activation operands of each GEMM above (weights come from their shadows):
+// in_proj U / dxz (+ U), x_proj xc / ddbc (+ xc), dt_proj δ / ddt (+ δ), out_proj gated / dY (+ gated).
+size_t GpuMamba1Mixer::gemm_cast_elems() const {
+  const size_t M = static_cast<size_t>(T_) * B_, D = d_.D, E = d_.E, R = d_.R, RN = R + 2 * d_.N;
+  return std::max({cuda::gemm_cast_elems(M * 2 * E, M * D), cuda::gemm_cast_elems(M * RN, M * E),
+                   cuda::gemm_cast_elems(M * E, M * R), cuda::gemm_cast_elems(M * D, M * E)});
 }
 
 void GpuMamba1Mixer::bindings(std::vector<GraphBinding>& out) const {

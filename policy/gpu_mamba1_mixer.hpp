@@ -42,6 +42,7 @@ class GpuMamba1Mixer final : public GpuMixer {
                size_t state_stride, float* Y, const GpuExec& exec) override;
   void backward(const float* params, const float* dY, float* grads, float* dU,
                 const GpuExec& exec) override;
+  size_t gemm_cast_elems() const override;
   void bindings(std::vector<GraphBinding>& out) const override;
 
  private:

@@ -118,11 +118,9 @@ void GpuMamba3Mixer::forward(const float* params, const float* U, const uint8_t*
   chunk_.state0 = state0;
   chunk_.stride = state_stride;
   U_ = U;
-  cuda::gemm(exec.cublas, false, true, M, R_, D, 1.f, U, D, params + off_.in_proj, D, 0.f,
-             chunk_.zx, R_);
+  exec.gemm(false, true, M, R_, D, 1.f, U, D, exec.weight(params, off_.in_proj), D, 0.f, chunk_.zx, R_);
   cuda::mamba3_chunk_forward(d_, weights(params), chunk_, exec.stream);
-  cuda::gemm(exec.cublas, false, true, M, D, E, 1.f, chunk_.gated, E, params + off_.out_proj, E,
-             0.f, Y, D);
+  exec.gemm(false, true, M, D, E, 1.f, chunk_.gated, E, exec.weight(params, off_.out_proj), E, 0.f, Y, D);
 }
 
 void GpuMamba3Mixer::backward(const float* params, const float* dY, float* grads, float* dU,
@@ -130,10 +128,8 @@ void GpuMamba3Mixer::backward(const float* params, const float* dY, float* grads
   MAMBARL_CHECK(U_ != nullptr, "GpuMamba3Mixer: backward before forward()");
   const int M = T_ * B_, D = d_.D, E = d_.E, H = d_.H, N = d_.N, G = d_.G;
   // out_proj: dgated = dY W_out, dW_out += dYᵀ gated.
-  cuda::gemm(exec.cublas, false, false, M, E, D, 1.f, dY, D, params + off_.out_proj, E, 0.f,
-             chunk_.dgated, E);
-  cuda::gemm(exec.cublas, true, false, D, E, M, 1.f, dY, D, chunk_.gated, E, 1.f,
-             grads + off_.out_proj, E);
+  exec.gemm(false, false, M, E, D, 1.f, dY, D, exec.weight(params, off_.out_proj), E, 0.f, chunk_.dgated, E);
+  exec.gemm(true, false, D, E, M, 1.f, dY, D, chunk_.gated, E, 1.f, grads + off_.out_proj, E);
   cuda::mamba3_chunk_backward(d_, weights(params), chunk_, exec.stream);
   // dd_dt = d(dd_dt + dt_bias): dt_bias takes the column sum of dzx's block.
   cuda::column_sum(exec.cublas, M, H, chunk_.dzx + o_dt_, R_, ones_, grads + off_.dt_bias);
@@ -144,10 +140,14 @@ void GpuMamba3Mixer::backward(const float* params, const float* dY, float* grads
   cuda::column_sum(exec.cublas, B_ * d_.P, H, chunk_.dd_part, H, ones_, grads + off_.d_skip);
   if (off_.norm != kNoNorm) cuda::column_sum(exec.cublas, M, E, chunk_.dnorm_part, E, ones_, grads + off_.norm);
   // in_proj: dW_in += dzxᵀ U, dU = dzx W_in.
-  cuda::gemm(exec.cublas, true, false, R_, D, M, 1.f, chunk_.dzx, R_, U_, D, 1.f,
-             grads + off_.in_proj, D);
-  cuda::gemm(exec.cublas, false, false, M, D, R_, 1.f, chunk_.dzx, R_, params + off_.in_proj, D,
-             0.f, dU, D);
+  exec.gemm(true, false, R_, D, M, 1.f, chunk_.dzx, R_, U_, D, 1.f, grads + off_.in_proj, D);
+  exec.gemm(false, false, M, D, R_, 1.f, chunk_.dzx, R_, exec.weight(params, off_.in_proj), D, 0.f, dU, D);
+}
+
+// The activation operands: in_proj U / dzx (+ U), out_proj gated / dY (+ gated).
+size_t GpuMamba3Mixer::gemm_cast_elems() const {
+  const size_t M = static_cast<size_t>(T_) * B_, D = d_.D, E = d_.E, R = static_cast<size_t>(R_);
+  return std::max(cuda::gemm_cast_elems(M * R, M * D), cuda::gemm_cast_elems(M * D, M * E));
 }
 
 void GpuMamba3Mixer::bindings(std::vector<GraphBinding>& out) const {

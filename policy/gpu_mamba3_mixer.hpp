@@ -40,6 +40,7 @@ class GpuMamba3Mixer final : public GpuMixer {
                size_t state_stride, float* Y, const GpuExec& exec) override;
   void backward(const float* params, const float* dY, float* grads, float* dU,
                 const GpuExec& exec) override;
+  size_t gemm_cast_elems() const override;
   void bindings(std::vector<GraphBinding>& out) const override;
 
  private:

@@ -24,16 +24,39 @@
 #include <string>
 #include <vector>
 
+#include "kernels/linear.cuh"
 #include "policy/cuda_graph.hpp"
 #include "policy/mixer.hpp"
 
 namespace mambarl {
 
-// Where a mixer enqueues its work. The cuBLAS handle is bound to `stream` and
-// has its workspace set (before any capture).
+// Where a mixer enqueues its work and in what GEMM precision. The cuBLAS
+// handle is bound to `stream` and has its workspace set (before any capture).
+// With a 16-bit precision, params_low is the (P) shadow of the flat
+// parameter buffer in that precision (same offsets) and precision.scratch
+// holds at least every mixer's gemm_cast_elems().
 struct GpuExec {
+  GpuExec(cudaStream_t s, cublasHandle_t h, const cuda::GemmPrecision& p = {}, const uint16_t* low = nullptr)
+      : stream(s), cublas(h), precision(p), params_low(low) {}
+
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  cuda::GemmPrecision precision;         // float32 unless the learner runs 16-bit GEMMs
+  const uint16_t* params_low = nullptr;  // (P) or null for float32
+
+  // The weight at `offset` of the flat buffer as a GEMM operand (with its shadow).
+  cuda::GemmOperand weight(const float* params, size_t offset) const {
+    return {params + offset, params_low ? params_low + offset : nullptr};
+  }
+  // cuda::gemm / gemm_rows (kernels/linear.cuh) on this handle in this precision.
+  void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cuda::GemmOperand A, int lda,
+            cuda::GemmOperand B, int ldb, float beta, float* C, int ldc) const {
+    cuda::gemm(cublas, precision, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+  void gemm_rows(int M, int in, int out, cuda::GemmOperand X, cuda::GemmOperand W, float beta,
+                 float* Y) const {
+    cuda::gemm_rows(cublas, precision, M, in, out, X, W, beta, Y);
+  }
 };
 
 class GpuMixer {
@@ -63,6 +86,11 @@ class GpuMixer {
   //   dU     (T*B, D) written (not accumulated)
   virtual void backward(const float* params, const float* dY, float* grads, float* dU,
                         const GpuExec& exec) = 0;
+
+  // The 16-bit scratch words (kernels/linear.cuh gemm_cast_elems) the
+  // largest of this mixer's GEMMs casts in a 16-bit precision, its weights
+  // read from their shadows, for the prepared shape.
+  virtual size_t gemm_cast_elems() const = 0;
 
   // The buffers prepare() allocated, for CudaGraph's replay check.
   virtual void bindings(std::vector<GraphBinding>& out) const = 0;

@@ -35,9 +35,9 @@ void GpuMlpMixer::forward(const float* params, const float* U, const uint8_t* /*
                           const float* /*state0*/, size_t /*state_stride*/, float* Y, const GpuExec& exec) {
   MAMBARL_CHECK(M_ > 0, "GpuMlpMixer: forward before prepare()");
   U_ = U;
-  cuda::gemm_rows(exec.cublas, M_, D_, E_, U, params + fc1_w_, 0.f, pre_.data());  // (M, E)
+  exec.gemm_rows(M_, D_, E_, U, exec.weight(params, fc1_w_), 0.f, pre_.data());  // (M, E)
   cuda::mlp_bias_silu(M_, E_, pre_.data(), params + fc1_b_, act_.data(), exec.stream);
-  cuda::gemm_rows(exec.cublas, M_, E_, D_, act_.data(), params + fc2_w_, 0.f, Y);  // (M, D)
+  exec.gemm_rows(M_, E_, D_, act_.data(), exec.weight(params, fc2_w_), 0.f, Y);  // (M, D)
   cuda::add_bias_rows(M_, D_, Y, params + fc2_b_, exec.stream);
 }
 
@@ -45,14 +45,20 @@ void GpuMlpMixer::backward(const float* params, const float* dY, float* grads, f
                            const GpuExec& exec) {
   MAMBARL_CHECK(U_, "GpuMlpMixer: backward before forward()");
   // fc2: dact = dY W2, dW2 += dY^T act, db2 += colsum(dY).
-  cuda::gemm(exec.cublas, false, false, M_, E_, D_, 1.f, dY, D_, params + fc2_w_, E_, 0.f, dact_.data(), E_);
-  cuda::gemm(exec.cublas, true, false, D_, E_, M_, 1.f, dY, D_, act_.data(), E_, 1.f, grads + fc2_w_, E_);
+  exec.gemm(false, false, M_, E_, D_, 1.f, dY, D_, exec.weight(params, fc2_w_), E_, 0.f, dact_.data(), E_);
+  exec.gemm(true, false, D_, E_, M_, 1.f, dY, D_, act_.data(), E_, 1.f, grads + fc2_w_, E_);
   cuda::column_sum(exec.cublas, M_, D_, dY, D_, ones_.data(), grads + fc2_b_);
   cuda::mlp_silu_backward(M_, E_, pre_.data(), dact_.data(), exec.stream);
   // fc1: dW1 += dpre^T U, db1 += colsum(dpre), dU = dpre W1.
-  cuda::gemm(exec.cublas, true, false, E_, D_, M_, 1.f, dact_.data(), E_, U_, D_, 1.f, grads + fc1_w_, D_);
+  exec.gemm(true, false, E_, D_, M_, 1.f, dact_.data(), E_, U_, D_, 1.f, grads + fc1_w_, D_);
   cuda::column_sum(exec.cublas, M_, E_, dact_.data(), E_, ones_.data(), grads + fc1_b_);
-  cuda::gemm(exec.cublas, false, false, M_, D_, E_, 1.f, dact_.data(), E_, params + fc1_w_, D_, 0.f, dU, D_);
+  exec.gemm(false, false, M_, D_, E_, 1.f, dact_.data(), E_, exec.weight(params, fc1_w_), D_, 0.f, dU, D_);
+}
+
+// The activation operands: fc1 U / dpre (+ U), fc2 act / dY (+ act): at most E + D columns.
+size_t GpuMlpMixer::gemm_cast_elems() const {
+  const size_t M = static_cast<size_t>(M_);
+  return cuda::gemm_cast_elems(M * static_cast<size_t>(E_), M * static_cast<size_t>(D_));
 }
 
 void GpuMlpMixer::bindings(std::vector<GraphBinding>& out) const {

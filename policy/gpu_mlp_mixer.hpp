@@ -27,6 +27,7 @@ class GpuMlpMixer final : public GpuMixer {
   void forward(const float* params, const float* U, const uint8_t* starts, const float* state0,
                size_t state_stride, float* Y, const GpuExec& exec) override;
   void backward(const float* params, const float* dY, float* grads, float* dU, const GpuExec& exec) override;
+  size_t gemm_cast_elems() const override;
   void bindings(std::vector<GraphBinding>& out) const override;
 
  private:

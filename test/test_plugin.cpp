@@ -144,15 +144,21 @@ struct ChunkData {
   }
 };
 
-// Actor outputs of `steps` steps on fixed observations, episode starts included.
-std::vector<float> rollout(ActorHandle& actor, int steps) {
+// Actor outputs of `steps` steps on fixed observations, episode starts
+// included; split: each step as act_begin + act_end instead of act.
+std::vector<float> rollout(ActorHandle& actor, int steps, bool split = false) {
   const int B = actor.num_envs();
   Rng obs_rng(99);
   std::vector<float> obs(static_cast<size_t>(B) * kObs), act(static_cast<size_t>(B)), logp(act), val(act), out;
   std::vector<uint8_t> starts(static_cast<size_t>(B), 1);
   for (int t = 0; t < steps; ++t) {
     for (auto& o : obs) o = static_cast<float>(obs_rng.normal());
-    actor.act(obs.data(), starts.data(), act.data(), logp.data(), val.data());
+    if (split) {
+      actor.act_begin(obs.data(), starts.data());
+      actor.act_end(act.data(), logp.data(), val.data());
+    } else {
+      actor.act(obs.data(), starts.data(), act.data(), logp.data(), val.data());
+    }
     out.insert(out.end(), act.begin(), act.end());
     out.insert(out.end(), logp.begin(), logp.end());
     out.insert(out.end(), val.begin(), val.end());
@@ -222,19 +228,40 @@ BOOST_AUTO_TEST_CASE(factory_with_wrong_abi_version) {
   BOOST_TEST(r.policy_names().empty());
 }
 
-// Plugins built before the bump to ABI 3 (create args gained dtype) are
-// refused by name, whether the entry point or a factory says so.
+// Plugins built before the bump to ABI 4 (the vtable gained split-phase and
+// device-enqueued actor steps) are refused by name, whether the entry point
+// or a factory says so.
 BOOST_AUTO_TEST_CASE(plugins_of_the_previous_abi_are_refused) {
-  BOOST_TEST(MAMBARL_PLUGIN_ABI_VERSION == 3u);
+  BOOST_TEST(MAMBARL_PLUGIN_ABI_VERSION == 4u);
   PluginRegistry r;
-  const std::string built = fake("fake_plugin_abi2");
+  const std::string built = fake("fake_plugin_abi3");
   std::string msg = error_of([&] { r.load(built); });
   CHECK_HAS(msg, built);
-  CHECK_HAS(msg, "built for another ABI version (it refused host ABI version 3)");
-  const std::string factory = fake("fake_plugin_factory_abi2");
+  CHECK_HAS(msg, "built for another ABI version (it refused host ABI version 4)");
+  const std::string factory = fake("fake_plugin_factory_abi3");
   msg = error_of([&] { r.load(factory); });
   CHECK_HAS(msg, factory);
-  CHECK_HAS(msg, "registered a factory with abi_version 2 (expected 3)");
+  CHECK_HAS(msg, "registered a factory with abi_version 3 (expected 4)");
+  BOOST_TEST(r.policy_names().empty());
+}
+
+// A vtable without the ABI-4 actor functions is refused, naming each one.
+BOOST_AUTO_TEST_CASE(vtable_without_abi4_functions_is_refused) {
+  static mambarl_policy_vtable vt = *real_registry().factory("gru").vtable;
+  vt.actor_act_end = nullptr;
+  vt.actor_enqueue_act = nullptr;
+  vt.actor_enqueue_get_state = nullptr;
+  static mambarl_policy_factory f = real_registry().factory("gru");
+  f.name = "abi4_incomplete";
+  f.vtable = &vt;
+  PluginRegistry r;
+  const auto entry = [](uint32_t, const mambarl_registry* reg) {
+    return reg->register_policy(reg->host, &f);
+  };
+  const std::string msg = error_of([&] { r.register_plugin("incomplete.so", entry); });
+  CHECK_HAS(msg,
+            "plugin incomplete.so: factory 'abi4_incomplete' has null vtable functions: "
+            "actor_act_end, actor_enqueue_act, actor_enqueue_get_state");
   BOOST_TEST(r.policy_names().empty());
 }
 
@@ -396,6 +423,15 @@ BOOST_AUTO_TEST_CASE(dtype_is_checked_by_create) {
   CHECK_HAS(error_of([&] { PolicyHandle::create(f, null_dtype); }), "runtime.dtype: unknown dtype ''");
   args.dtype = "float32";
   BOOST_TEST(PolicyHandle::create(f, args.get())->info().num_params > 0);
+  // runtime.learner_dtype comes from the config text: a 16-bit learner needs the GPU.
+  for (const char* dt : {"bfloat16", "float16"}) {
+    args.text = config_for("mamba1", std::string("runtime: {learner_dtype: ") + dt + "}\n");
+    CHECK_HAS(error_of([&] { PolicyHandle::create(f, args.get()); }),
+              std::string("runtime.learner_dtype: ") + dt + " GEMMs need runtime.device: cuda");
+  }
+  args.text = config_for("mamba1", "runtime: {learner_dtype: float8}\n");
+  CHECK_HAS(error_of([&] { PolicyHandle::create(f, args.get()); }),
+            "runtime.learner_dtype: 'float8' is not one of float32|bfloat16|float16");
 }
 
 BOOST_AUTO_TEST_CASE(error_buffer_is_truncated_not_overrun) {
@@ -471,6 +507,149 @@ BOOST_AUTO_TEST_CASE(train_step_names_the_bad_argument) {
   CHECK_HAS(error_of([&] { actor->set_rng(rng); }), "actor_set_rng: bytes has shape (3), expected (64)");
   std::vector<float> w(3);
   CHECK_HAS(error_of([&] { p->set_weights(w); }), "set_weights: weights has shape (3), expected (");
+}
+
+// ---- ABI 4: split-phase steps, device-enqueued steps, device chunks ---------------------
+
+BOOST_AUTO_TEST_CASE(act_begin_end_equals_act_bitwise) {
+  for (const char* type : kTypes) {
+    BOOST_TEST_CONTEXT("policy " << type) {
+      auto p = make_policy(type, 11);
+      auto whole = p->create_actor(4, 5), split = p->create_actor(4, 5);
+      BOOST_TEST(same_bits(rollout(*whole, 20), rollout(*split, 20, /*split=*/true)));
+      std::vector<float> s1, s2;
+      whole->get_state(s1);
+      split->get_state(s2);
+      BOOST_TEST(same_bits(s1, s2));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(act_begin_end_misuse_is_refused) {
+  auto p = make_policy("mamba1");
+  auto a = p->create_actor(2, 1);
+  std::vector<float> obs(2 * kObs, 0.25f), act(2), logp(2), val(2), state, w;
+  std::vector<uint8_t> starts(2, 1), rng;
+  CHECK_HAS(error_of([&] { a->act_end(act.data(), logp.data(), val.data()); }),
+            "actor_act_end: no step in progress (call actor_act_begin first)");
+  a->act_begin(obs.data(), starts.data());
+  const std::string mid = "a step is in progress (actor_act_begin was called); call actor_act_end first";
+  CHECK_HAS(error_of([&] { a->act_begin(obs.data(), starts.data()); }), "actor_act_begin: " + mid);
+  CHECK_HAS(error_of([&] { a->act(obs.data(), starts.data(), act.data(), logp.data(), val.data()); }),
+            "actor_act: " + mid);
+  CHECK_HAS(error_of([&] { a->peek_values(obs.data(), val.data()); }), "actor_peek_values: " + mid);
+  CHECK_HAS(error_of([&] { a->reset(starts.data()); }), "actor_reset: " + mid);
+  CHECK_HAS(error_of([&] { a->get_state(state); }), "actor_get_state: " + mid);
+  CHECK_HAS(error_of([&] { a->set_state(state); }), "actor_set_state: " + mid);
+  p->get_weights(w);
+  CHECK_HAS(error_of([&] { a->set_weights(w, 1); }), "actor_set_weights: " + mid);
+  CHECK_HAS(error_of([&] { a->get_rng(rng); }), "actor_get_rng: " + mid);
+  CHECK_HAS(error_of([&] { a->set_rng(rng); }), "actor_set_rng: " + mid);
+  CHECK_HAS(error_of([&] { a->enqueue_get_state(nullptr, state.data()); }),
+            "actor_enqueue_get_state: " + mid);
+  a->act_end(act.data(), logp.data(), val.data());
+  // Finished: the actor answers again.
+  a->act(obs.data(), starts.data(), act.data(), logp.data(), val.data());
+}
+
+// The handle always builds well-shaped views, so end's own checks are driven
+// through the C vtable: a bad output view is refused and leaves the step
+// begun, so the caller can retry with good ones.
+BOOST_AUTO_TEST_CASE(act_end_with_bad_outputs_can_be_retried) {
+  const auto& f = real_registry().factory("gru");
+  Args args;
+  args.text = config_for("gru");
+  mambarl_policy* p = nullptr;
+  char err[512];
+  BOOST_REQUIRE(f.create(&args.get(), &p, err, sizeof err) == MAMBARL_OK);
+  const mambarl_policy_vtable& v = *f.vtable;
+  mambarl_actor* a = nullptr;
+  BOOST_REQUIRE(v.actor_create(p, 3, 1, &a) == MAMBARL_OK);
+  std::vector<float> obs(3 * kObs, 0.5f), act(3), logp(3), val(3);
+  std::vector<uint8_t> starts(3, 1);
+  BOOST_TEST(v.actor_act_begin(a, view_f32(obs.data(), {3, 5}), view_u8(starts.data(), {3})) ==
+             MAMBARL_ERROR);
+  BOOST_TEST(std::string(v.actor_last_error(a)) == "actor_act_begin: obs has shape (3, 5), expected (3, 4)");
+  // A refused begin begins nothing.
+  BOOST_TEST(v.actor_act_end(a, view_f32(act.data(), {3, 1}), view_f32(logp.data(), {3}),
+                             view_f32(val.data(), {3})) == MAMBARL_ERROR);
+  BOOST_REQUIRE(v.actor_act_begin(a, view_f32(obs.data(), {3, kObs}), view_u8(starts.data(), {3})) ==
+                MAMBARL_OK);
+  BOOST_TEST(v.actor_act_end(a, view_f32(act.data(), {3, 1}), view_f32(logp.data(), {2}),
+                             view_f32(val.data(), {3})) == MAMBARL_ERROR);
+  BOOST_TEST(std::string(v.actor_last_error(a)) == "actor_act_end: logp has shape (2), expected (3)");
+  BOOST_TEST(v.actor_act_end(a, view_f32(act.data(), {3, 1}), view_f32(logp.data(), {3}),
+                             view_f32(val.data(), {3})) == MAMBARL_OK);
+  v.actor_destroy(a);
+  v.destroy(p);
+}
+
+BOOST_AUTO_TEST_CASE(enqueue_on_a_cpu_actor_is_unsupported) {
+  const auto& f = real_registry().factory("mamba3");
+  Args args;
+  args.text = config_for("mamba3");
+  mambarl_policy* p = nullptr;
+  char err[512];
+  BOOST_REQUIRE(f.create(&args.get(), &p, err, sizeof err) == MAMBARL_OK);
+  const mambarl_policy_vtable& v = *f.vtable;
+  mambarl_actor* a = nullptr;
+  BOOST_REQUIRE(v.actor_create(p, 2, 1, &a) == MAMBARL_OK);
+  mambarl_policy_info info{};
+  BOOST_REQUIRE(v.info(p, &info) == MAMBARL_OK);
+  // Well-formed views claiming device memory: the CPU actor never reads them.
+  std::vector<float> obs(2 * kObs), act(2), logp(2), val(2), state(2 * static_cast<size_t>(info.state_size));
+  std::vector<uint8_t> starts(2);
+  const int32_t gpu = MAMBARL_DEVICE_CUDA;
+  const std::string why = "this actor runs on the cpu; device-enqueued steps need an actor on a CUDA device";
+  BOOST_TEST(v.actor_enqueue_act(a, nullptr, view_f32(obs.data(), {2, kObs}, gpu),
+                                 view_u8(starts.data(), {2}, gpu), view_f32(act.data(), {2, 1}, gpu),
+                                 view_f32(logp.data(), {2}, gpu),
+                                 view_f32(val.data(), {2}, gpu)) == MAMBARL_UNSUPPORTED);
+  CHECK_HAS(v.actor_last_error(a), "actor_enqueue_act: " + why);
+  BOOST_TEST(v.actor_enqueue_peek_values(a, nullptr, view_f32(obs.data(), {2, kObs}, gpu),
+                                         view_f32(val.data(), {2}, gpu)) == MAMBARL_UNSUPPORTED);
+  CHECK_HAS(v.actor_last_error(a), "actor_enqueue_peek_values: " + why);
+  BOOST_TEST(v.actor_enqueue_get_state(a, nullptr, view_f32(state.data(), {2, info.state_size}, gpu)) ==
+             MAMBARL_UNSUPPORTED);
+  CHECK_HAS(v.actor_last_error(a), "actor_enqueue_get_state: " + why);
+  // Host views are refused as such, before the engine is asked.
+  BOOST_TEST(v.actor_enqueue_peek_values(a, nullptr, view_f32(obs.data(), {2, kObs}),
+                                         view_f32(val.data(), {2}, gpu)) == MAMBARL_ERROR);
+  CHECK_HAS(v.actor_last_error(a), "actor_enqueue_peek_values: obs is on cpu, expected cuda memory");
+  v.actor_destroy(a);
+  v.destroy(p);
+  // Through the handle, UNSUPPORTED is an Error carrying the same reason.
+  auto policy = make_policy("mamba1");
+  auto actor = policy->create_actor(2, 1);
+  CHECK_HAS(error_of([&] {
+              actor->enqueue_act(nullptr, obs.data(), starts.data(), act.data(), logp.data(), val.data());
+            }),
+            "actor_enqueue_act: " + why);
+  CHECK_HAS(error_of([&] { actor->enqueue_peek_values(nullptr, obs.data(), val.data()); }),
+            "actor_enqueue_peek_values: " + why);
+  state.resize(2 * static_cast<size_t>(policy->info().state_size));
+  CHECK_HAS(error_of([&] { actor->enqueue_get_state(nullptr, state.data()); }),
+            "actor_enqueue_get_state: " + why);
+}
+
+BOOST_AUTO_TEST_CASE(device_chunk_on_a_cpu_learner_is_refused) {
+  auto p = make_policy("gru");
+  const int64_t S = p->info().state_size;
+  ChunkData d(4, 2, 1, S, 3);
+  std::vector<float> w0, w1;
+  p->get_weights(w0);
+  // All on the device, or one tensor of an otherwise host chunk: each is named.
+  mambarl_chunk c = d.view(S);
+  for (mambarl_tensor* t :
+       {&c.obs, &c.actions, &c.old_logp, &c.advantages, &c.returns, &c.episode_start, &c.initial_state})
+    t->device = MAMBARL_DEVICE_CUDA;
+  BOOST_TEST(error_of([&] { p->train_step(c, 1e-3); }) == "train_step: obs is on cuda, expected cpu memory");
+  c = d.view(S);
+  c.initial_state.device = MAMBARL_DEVICE_CUDA;
+  BOOST_TEST(error_of([&] { p->train_step(c, 1e-3); }) ==
+             "train_step: initial_state is on cuda, expected cpu memory");
+  p->get_weights(w1);
+  BOOST_TEST(same_bits(w0, w1));  // refused before anything was read
 }
 
 // ---- actor and learner behaviour --------------------------------------------------------

@@ -108,6 +108,12 @@ BOOST_AUTO_TEST_CASE(broken_configs_give_clear_errors) {
       // This suite hides every GPU (test/hide_gpus.hpp): cuda falls back, and bf16 cannot follow it.
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {device: cuda, dtype: bfloat16}\n",
        "runtime.dtype: bfloat16 weights need the GPU actor, but this run is on the CPU ("},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {learner_dtype: float64}\n",
+       "runtime.learner_dtype: 'float64' is not one of float32|bfloat16|float16"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {learner_dtype: float16}\n",
+       "3:26: runtime.learner_dtype: float16 GEMMs need the GPU learner, but this run is on the CPU (runtime.device: cpu)"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {device: cuda, learner_dtype: bfloat16}\n",
+       "runtime.learner_dtype: bfloat16 GEMMs need the GPU learner, but this run is on the CPU ("},
       {"env: {type: cartpole}\npolicy: {type: gru}\nruntime: {device: cuda}\n",
        "3:19: runtime.device: cuda: policy type 'gru' has no CUDA engine (mamba1, mamba3 have one)"},
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {sync: maybe}\n", "runtime.sync: cannot read 'maybe' as a boolean"},

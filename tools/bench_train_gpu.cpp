@@ -48,7 +48,7 @@ double timed_median_ms(GpuLearner& learner, int reps) {
   return median(learner.time_updates_ms(reps));
 }
 
-std::string bench_shape(const std::string& type, const TrainShape& s, int reps) {
+std::string bench_shape(const std::string& type, const TrainShape& s, Precision precision, int reps) {
   YAML::Node n;
   n["type"] = type;
   n["d_model"] = s.D;
@@ -56,7 +56,7 @@ std::string bench_shape(const std::string& type, const TrainShape& s, int reps) 
   const PolicyConfig cfg = PolicyConfig::from_yaml(ConfigNode(n, "<bench>", "policy"));
   MAMBARL_CUDA_CHECK(cudaDeviceSynchronize());
   const size_t free_before = free_device_bytes();
-  GpuLearner learner(cfg, kObs, HeadSpec{true, kActions}, PpoLossConfig{}, AdamWConfig{}, 1);
+  GpuLearner learner(cfg, kObs, HeadSpec{true, kActions}, PpoLossConfig{}, AdamWConfig{}, 1, precision);
 
   // A chunk as the rollout makes them: random observations, an episode start
   // per env somewhere in it, old log-probs near the initial policy's.
@@ -78,7 +78,8 @@ std::string bench_shape(const std::string& type, const TrainShape& s, int reps) 
   const ChunkView cv{s.T,        s.B,        obs.data(),    actions.data(), logp.data(),
                      adv.data(), ret.data(), starts.data(), state0.data()};
   // Eager warm-up, capture, one replay: the graph exists before timing.
-  for (int i = 0; i < 3; ++i) learner.train_step(cv, kLr);
+  TrainResult last;
+  for (int i = 0; i < 3; ++i) last = learner.train_step(cv, kLr);
   const double graph_ms = timed_median_ms(learner, reps);
   MAMBARL_CUDA_CHECK(cudaDeviceSynchronize());
   // Free memory can also grow (another process released some): clamp at 0.
@@ -88,10 +89,16 @@ std::string bench_shape(const std::string& type, const TrainShape& s, int reps) 
   const double eager_ms = timed_median_ms(learner, reps);
 
   std::ostringstream os;
-  os << "{\"policy\":\"" << type << "\",\"T\":" << s.T << ",\"B\":" << s.B << ",\"d_model\":" << s.D
-     << ",\"n_layers\":" << s.L << ",\"params\":" << learner.model().layout().size()
-     << ",\"ms_per_update_graph\":" << graph_ms << ",\"ms_per_update_eager\":" << eager_ms
-     << ",\"device_bytes\":" << held << "}";
+  os << "{\"policy\":\"" << type << "\",\"dtype\":\"" << precision_name(precision) << "\",\"T\":" << s.T
+     << ",\"B\":" << s.B << ",\"d_model\":" << s.D << ",\"n_layers\":" << s.L
+     << ",\"params\":" << learner.model().layout().size() << ",\"ms_per_update_graph\":" << graph_ms
+     << ",\"ms_per_update_eager\":" << eager_ms << ",\"device_bytes\":" << held;
+  // float16: the scale after warm-up, and whether the last warm-up update
+  // overflowed (a skipped update skips AdamW's elementwise pass: slightly cheaper).
+  if (precision == Precision::float16)
+    os << ",\"loss_scale\":" << last.loss_scale
+       << ",\"warmup_skipped\":" << (last.skipped ? "true" : "false");
+  os << "}";
   return os.str();
 }
 
@@ -105,14 +112,14 @@ std::string bench_train_gpu_json(int reps) {
   MAMBARL_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
   std::ostringstream os;
   os << "{\"bench\":\"train\",\"device\":\"cuda\",\"gpu\":\"" << prop.name
-     << "\",\"sms\":" << prop.multiProcessorCount << ",\"dtype\":\"f32\",\"reps\":" << reps
-     << ",\"results\":[";
+     << "\",\"sms\":" << prop.multiProcessorCount << ",\"reps\":" << reps << ",\"results\":[";
   bool first = true;
   for (const std::string& type : gpu_mixer_types())
-    for (const TrainShape& s : kShapes) {
-      os << (first ? "\n  " : ",\n  ") << bench_shape(type, s, reps);
-      first = false;
-    }
+    for (const TrainShape& s : kShapes)
+      for (Precision p : {Precision::float32, Precision::bfloat16, Precision::float16}) {
+        os << (first ? "\n  " : ",\n  ") << bench_shape(type, s, p, reps);
+        first = false;
+      }
   os << "]}";
   return os.str();
 }

@@ -1,7 +1,8 @@
 // `mambarl bench train --device cuda`: the GPU learner's whole PPO update,
 // one JSON object. For each mixer type with a GPU engine (taken from the
 // factory, gpu_mixer_types() in policy/gpu_mixer.hpp) and each of the learner issue's
-// shapes: median ms per update over `reps` graph replays timed with CUDA
+// shapes, in each learner GEMM precision (float32, bfloat16, float16:
+// kernels/precision.hpp): median ms per update over `reps` graph replays timed with CUDA
 // events after warm-up, the eager launches beside it, and the device memory
 // the learner holds (free memory before construction minus after its
 // updates: everything is allocated before capture and never freed while it

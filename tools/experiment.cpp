@@ -36,13 +36,14 @@ AlgoConfig parse_algo(const ConfigNode& n) {
 }
 
 RuntimeConfig parse_runtime(const ConfigNode& n) {
-  n.check_known({"seed", "device", "dtype", "out_dir", "sync", "num_actors", "queue_size", "max_policy_lag",
-                 "log_every", "checkpoint_every", "metrics_format", "plugin", "return_window",
-                 "stop_after_updates", "extra_plugins", "actor_stall_s", "overlap_envs"});
+  n.check_known({"seed", "device", "dtype", "learner_dtype", "out_dir", "sync", "num_actors", "queue_size",
+                 "max_policy_lag", "log_every", "checkpoint_every", "metrics_format", "plugin",
+                 "return_window", "stop_after_updates", "extra_plugins", "actor_stall_s", "overlap_envs"});
   RuntimeConfig r;
   r.seed = n.get<uint64_t>("seed", r.seed);
   r.device = n.get_choice("device", r.device, {"cpu", "cuda", "auto"});
   r.dtype = n.get_choice("dtype", r.dtype, {"float32", "bfloat16"});
+  r.learner_dtype = n.get_choice("learner_dtype", r.dtype, {"float32", "bfloat16", "float16"});
   r.out_dir = n.get<std::string>("out_dir", r.out_dir);
   if (r.out_dir.empty()) n.fail("out_dir", "must not be empty");
   r.sync = n.get("sync", r.sync);
@@ -133,6 +134,7 @@ std::string Experiment::resolved_yaml(const std::string& policy_resolved, const 
   rt["seed"] = r.seed;
   rt["device"] = device;
   rt["dtype"] = r.dtype;
+  rt["learner_dtype"] = r.learner_dtype;
   rt["out_dir"] = r.out_dir;
   rt["sync"] = r.sync;
   rt["num_actors"] = r.num_actors;

@@ -41,6 +41,9 @@ struct RuntimeConfig {
   // learner runs on the CPU either way (for now).
   std::string device = "cpu";
   std::string dtype = "float32";  // float32 | bfloat16: the GPU actor's weights (f32 state and sums)
+  // float32 | bfloat16 | float16: the GPU learner's GEMM inputs (f32 master
+  // weights and accumulation); parse_runtime defaults it to `dtype`.
+  std::string learner_dtype = "float32";
   std::string out_dir = "runs/default";
   bool sync = true;              // lag-0, bit-reproducible loop
   int num_actors = 1;            // actor threads in async mode

@@ -41,6 +41,10 @@ void resolve_device(PolicySession& s, const Experiment& exp, const mambarl_polic
   if (rt.dtype == "bfloat16" && s.device != "cuda")
     node.fail("dtype", "bfloat16 weights need the GPU actor, but this run is on the CPU (" + why_cpu +
                            "); the CPU engines compute in float32");
+  if (rt.learner_dtype != "float32" && s.device != "cuda")
+    node.fail("learner_dtype", rt.learner_dtype +
+                                   " GEMMs need the GPU learner, but this run is on the CPU (" + why_cpu +
+                                   "); the CPU learner computes in float32");
 }
 
 }  // namespace

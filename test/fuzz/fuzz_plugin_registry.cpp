@@ -84,6 +84,11 @@ const mambarl_policy_factory* policy_factory(Plugin& p) {
   maybe(v.actor_get_rng, present & (1u << 18));
   maybe(v.actor_set_rng, present & (1u << 19));
   maybe(v.actor_rng_size, present & (1u << 20));
+  maybe(v.actor_act_begin, present & (1u << 25));
+  maybe(v.actor_act_end, present & (1u << 26));
+  maybe(v.actor_enqueue_act, present & (1u << 27));
+  maybe(v.actor_enqueue_peek_values, present & (1u << 28));
+  maybe(v.actor_enqueue_get_state, present & (1u << 29));
   mambarl_policy_factory& f = p.policies.emplace_back();
   f.abi_version = abi_version(in);
   f.name = name(p);

@@ -55,6 +55,11 @@ mambarl_policy_vtable make_vtable() {
   v.actor_get_rng = refuse;
   v.actor_set_rng = refuse;
   v.actor_rng_size = refuse;
+  v.actor_act_begin = refuse;
+  v.actor_act_end = refuse;
+  v.actor_enqueue_act = refuse;
+  v.actor_enqueue_peek_values = refuse;
+  v.actor_enqueue_get_state = refuse;
   return v;
 }
 
