@@ -174,8 +174,9 @@ std::vector<Progress> read_progress(const std::filesystem::path& csv) {
   return rows;
 }
 
-// Whole runner (envs on the CPU, actor and learner on `device`), sync mode,
-// for `updates` updates of chunk_len 32. Besides the whole run's rate, the
+// Whole runner (envs on the CPU, actor and learner on `device`, envs
+// overlapped with the actor step as runtime.overlap_envs: auto decides), sync
+// mode, for `updates` updates of chunk_len 32. Besides the whole run's rate, the
 // steady state: env steps per second between the end of update `warmup` and
 // the last one, which leaves out start-up (plugin load, model init, graph
 // captures, the first update's lazy CUDA setup).
@@ -218,7 +219,8 @@ std::string bench_e2e(const std::string& env, const std::string& type, int num_e
      << "\",\"num_envs\":" << num_envs << ",\"d_model\":64,\"n_layers\":2,\"chunk_len\":" << kChunk
      << ",\"updates\":" << rows.size() << ",\"env_steps\":" << s.env_steps << ",\"wall_s\":" << s.wall_s
      << ",\"env_steps_per_s\":" << s.env_steps / s.wall_s << ",\"warmup_updates\":" << warmup
-     << ",\"steady_env_steps_per_s\":" << (b.env_steps - a.env_steps) / (b.wall_s - a.wall_s) << "}";
+     << ",\"steady_env_steps_per_s\":" << (b.env_steps - a.env_steps) / (b.wall_s - a.wall_s)
+     << ",\"overlap_envs\":" << (s.overlap_envs ? "true" : "false") << "}";
   return os.str();
 }
 
@@ -253,7 +255,8 @@ int run_bench(int argc, char** argv, std::ostream& out) {
       "           learner's captured update, graph and eager, for every policy with a GPU engine)\n"
       "  e2e:     the training runner end to end, sync mode, CPU envs (env-steps/s, whole run and steady\n"
       "           state after warm-up; --reps: updates per run; --device cuda: actor and learner on the\n"
-      "           GPU at 1024 and 4096 envs, beside the CPU at 1024)\n"
+      "           GPU at 1024 and 4096 envs, beside the CPU at 1024; overlap_envs: whether the envs stepped\n"
+      "           in two halves beside the actor step, as runtime.overlap_envs: auto does for GPU actors)\n"
       "  Prints one JSON object on stdout.\n"
       "usage: mambarl bench soak [config.yaml] [--minutes M] [--sample-s S] [--out plot.svg] [key=value ...]\n"
       "  soak:    the async actor-learner loop for M minutes (default 10): resident and device memory\n"
