@@ -223,7 +223,9 @@ BOOST_AUTO_TEST_CASE(gpu_env_chunk_matches_cpu_env_chunk) {
   actor_cpu_env->set_weights(weights, 0);
   actor_gpu_env->set_weights(weights, 0);
 
-  RolloutWorker worker(std::move(cpu_env), std::move(actor_cpu_env), 5);
+  std::vector<RolloutLane> lanes;  // one lane: the worker without overlap
+  lanes.push_back({std::move(cpu_env), std::move(actor_cpu_env), 5});
+  RolloutWorker worker(std::move(lanes));
   Chunk c;
   c.allocate(T, B, O, W, S);
   worker.collect(c);
@@ -262,8 +264,8 @@ BOOST_AUTO_TEST_CASE(gpu_env_chunk_matches_cpu_env_chunk) {
 // A short training run with GPU envs, stopped after 3 updates and resumed, is
 // bit for bit the run that never stopped (env state, actor state and Rng,
 // episode_start flags, the device reward scaler and the shuffle Rng all go
-// through the checkpoint); a checkpoint of a CPU-env run resumes with GPU
-// envs (the same env-state bytes and reward-scaler layout).
+// through the checkpoint); a checkpoint of a one-lane CPU-env run continues
+// with GPU envs (the same env-state bytes and reward-scaler layout).
 BOOST_AUTO_TEST_CASE(gpu_env_training_resumes_bit_exactly) {
   require_gpu();
   const std::vector<std::string> budget = {"env.backend=cuda",        "env.num_envs=256",
@@ -287,11 +289,13 @@ BOOST_AUTO_TEST_CASE(gpu_env_training_resumes_bit_exactly) {
   BOOST_TEST(learner_bytes(whole / "checkpoint.safetensors") == learner_bytes(split / "checkpoint.safetensors"));
   BOOST_TEST(metrics_without_timing(whole / "metrics.csv") == metrics_without_timing(split / "metrics.csv"));
 
+  // One lane: a two-lane (overlap_envs) checkpoint holds two env states and restarts the envs.
   train("cartpole_mamba1", from_cpu,
         {"env.num_envs=256", "algo.total_env_steps=49152", "runtime.checkpoint_every=0", "runtime.device=cuda",
-         "runtime.stop_after_updates=3"});
+         "runtime.overlap_envs=off", "runtime.stop_after_updates=3"});
   const TrainSummary s3 = train("cartpole_mamba1", from_cpu, budget, /*resume=*/true, &log);
   BOOST_TEST(log.find("256 envs on the GPU, ") != std::string::npos);
+  BOOST_TEST(log.find("(bit-exact: sync mode)") != std::string::npos);
   BOOST_TEST(s3.env_steps == s.env_steps);
   BOOST_TEST(std::isfinite(s3.mean_return));
   for (const auto& dir : {whole, split, from_cpu}) fs::remove_all(dir);

@@ -364,6 +364,8 @@ BOOST_AUTO_TEST_CASE(env_backend_cuda_config_errors) {
   BOOST_CHECK_EXCEPTION(run({"runtime.device=cpu"}), ConfigError, names({"env.backend", "runtime.device", "cpu"}));
   BOOST_CHECK_EXCEPTION(run({"runtime.device=cuda", "runtime.sync=false"}), ConfigError,
                         names({"runtime.sync", "env.backend"}));
+  BOOST_CHECK_EXCEPTION(run({"runtime.device=cuda", "runtime.overlap_envs=on"}), ConfigError,
+                        names({"runtime.overlap_envs", "env.backend"}));
   BOOST_CHECK_EXCEPTION(run({"runtime.device=cuda", "env.backend=gpu"}), ConfigError,
                         names({"env.backend", "'gpu' is not one of cpu|cuda"}));
   // No GPU is visible here, so cuda resolves to the CPU: an error, not a silent CPU-env run.

@@ -184,10 +184,11 @@ struct E2eResult {
   std::string json;
 };
 
-// Whole runner (actor and learner on `device`, envs on `env_backend`), sync
-// mode, for `updates` updates of chunk_len 32. Besides the whole run's rate,
-// the steady state: env steps per second between the end of update `warmup`
-// and the last one, which leaves out start-up (plugin load, model init, graph
+// Whole runner (actor and learner on `device`, envs on `env_backend`; CPU
+// envs overlapped with the actor step as runtime.overlap_envs: auto decides),
+// sync mode, for `updates` updates of chunk_len 32. Besides the whole run's
+// rate, the steady state: env steps per second between the end of update
+// `warmup` and the last one, which leaves out start-up (plugin load, model init, graph
 // captures, the first update's lazy CUDA setup).
 E2eResult bench_e2e(const std::string& env, const std::string& type, int num_envs, const std::string& device,
                     const std::string& env_backend, int updates, int warmup) {
@@ -234,7 +235,8 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
      << ",\"d_model\":64,\"n_layers\":2,\"chunk_len\":" << kChunk << ",\"updates\":" << rows.size()
      << ",\"env_steps\":" << s.env_steps << ",\"wall_s\":" << s.wall_s
      << ",\"env_steps_per_s\":" << s.env_steps / s.wall_s << ",\"warmup_updates\":" << warmup
-     << ",\"steady_env_steps_per_s\":" << r.steady_env_steps_per_s << "}";
+     << ",\"steady_env_steps_per_s\":" << r.steady_env_steps_per_s
+     << ",\"overlap_envs\":" << (s.overlap_envs ? "true" : "false") << "}";
   r.json = os.str();
   return r;
 }
@@ -285,7 +287,8 @@ int run_bench(int argc, char** argv, std::ostream& out) {
       "           (d_model 64, 2 layers). --device cuda: actor and learner on the GPU, envs per\n"
       "           --env-backend (default both): cpu envs at 1024/4096/16384, GPU-resident envs at\n"
       "           1024/4096/16384/65536, beside the all-CPU runner at 1024. --plot: env-steps/s against\n"
-      "           num_envs per series as an SVG\n"
+      "           num_envs per series as an SVG. overlap_envs: whether CPU envs stepped in two halves\n"
+      "           beside the actor step, as runtime.overlap_envs: auto does for GPU actors\n"
       "  Prints one JSON object on stdout.\n"
       "usage: mambarl bench soak [config.yaml] [--minutes M] [--sample-s S] [--out plot.svg] [key=value ...]\n"
       "  soak:    the async actor-learner loop for M minutes (default 10): resident and device memory\n"

@@ -3,7 +3,10 @@
 // factory, gpu_mixer_types() in policy/gpu_mixer.hpp) and each of the learner issue's
 // shapes, in each learner GEMM precision (float32, bfloat16, float16:
 // kernels/precision.hpp): median ms per update over `reps` graph replays timed with CUDA
-// events after warm-up, the eager launches beside it, and the device memory
+// events after warm-up with the chunk already in device memory (as GPU-
+// resident rollouts deliver it), the eager launches beside it, the graph
+// again with the chunk coming from host memory (its H2D copy timed too:
+// ms_per_update_graph_host_chunk), and the device memory
 // the learner holds (free memory before construction minus after its
 // updates: everything is allocated before capture and never freed while it
 // runs, so this is its peak).

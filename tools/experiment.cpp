@@ -38,7 +38,7 @@ AlgoConfig parse_algo(const ConfigNode& n) {
 RuntimeConfig parse_runtime(const ConfigNode& n) {
   n.check_known({"seed", "device", "dtype", "learner_dtype", "out_dir", "sync", "num_actors", "queue_size",
                  "max_policy_lag", "log_every", "checkpoint_every", "metrics_format", "plugin",
-                 "return_window", "stop_after_updates", "extra_plugins", "actor_stall_s"});
+                 "return_window", "stop_after_updates", "extra_plugins", "actor_stall_s", "overlap_envs"});
   RuntimeConfig r;
   r.seed = n.get<uint64_t>("seed", r.seed);
   r.device = n.get_choice("device", r.device, {"cpu", "cuda", "auto"});
@@ -65,6 +65,7 @@ RuntimeConfig parse_runtime(const ConfigNode& n) {
   r.return_window = n.get_in("return_window", r.return_window, 1, 1 << 20);
   r.actor_stall_s = n.get_in("actor_stall_s", r.actor_stall_s, 0.01, 1e6);
   r.stop_after_updates = n.get_in<long long>("stop_after_updates", r.stop_after_updates, 0, 1LL << 50);
+  r.overlap_envs = n.get_choice("overlap_envs", r.overlap_envs, {"auto", "on", "off"});
   return r;
 }
 
@@ -147,6 +148,7 @@ std::string Experiment::resolved_yaml(const std::string& policy_resolved, const 
   rt["return_window"] = r.return_window;
   rt["actor_stall_s"] = r.actor_stall_s;
   rt["stop_after_updates"] = r.stop_after_updates;
+  rt["overlap_envs"] = r.overlap_envs;
   out["runtime"] = rt;
   YAML::Emitter em;
   em << out;

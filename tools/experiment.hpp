@@ -59,6 +59,11 @@ struct RuntimeConfig {
                                   // as stalled and the run stops with an error naming it
   long long stop_after_updates = 0;  // > 0: checkpoint and exit once this many updates are done
                                      // (time-sliced jobs; continue with --resume). 0: no limit
+  // auto | on | off: split each actor's envs in two halves, each with its own
+  // actor, and step one half's envs on the CPU while the other half's actor
+  // step runs (tools/rollout.hpp). auto: on when the actors run on cuda and
+  // the envs per actor are even; on needs them even; off: one actor per worker.
+  std::string overlap_envs = "auto";
 };
 
 struct Experiment {

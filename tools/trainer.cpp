@@ -50,6 +50,19 @@ ConfigNode env_share(const Experiment& exp, int num_envs) {
   return ConfigNode(n, exp.file, "env");
 }
 
+// runtime.overlap_envs resolved for workers of `envs_per_actor` envs: split
+// each in two lanes (tools/rollout.hpp)? auto only where the actor step runs
+// on a GPU: a CPU actor does its whole step in act_begin, so there is nothing
+// to overlap with.
+bool overlap_envs(const RuntimeConfig& rt, const ConfigNode& rtn, const std::string& device, int envs_per_actor) {
+  if (rt.overlap_envs == "off") return false;
+  const bool even = envs_per_actor % 2 == 0;
+  if (rt.overlap_envs == "on" && !even)
+    rtn.fail("overlap_envs", "'on' splits each actor's envs in two halves, so needs an even number of envs per "
+                             "actor (env.num_envs / runtime.num_actors), got " + std::to_string(envs_per_actor));
+  return rt.overlap_envs == "on" || (device == "cuda" && even);
+}
+
 // Versioned weights the learner publishes and actors copy before a chunk.
 struct WeightsBoard {
   std::mutex m;
@@ -129,6 +142,7 @@ class Run {
   std::unique_ptr<PolicySession> session_;
   EnvSpec spec_;
   int num_envs_ = 0, K_ = 1, Bk_ = 0;
+  int lanes_ = 1;  // env lanes per worker: 2 with runtime.overlap_envs
   std::vector<std::unique_ptr<RolloutWorker>> workers_;
   std::unique_ptr<LearnerLoop> learner_;
   // env.backend: cuda (sync mode, one actor): rollouts and learning stay on
@@ -178,11 +192,19 @@ void Run::build() {
     build_gpu_envs();
     first_env.reset();
   }
+  // GPU envs have no host lanes to overlap: the whole chunk is one graph.
+  lanes_ = !gpu_envs_ && overlap_envs(rt_, rtn, session_->device, Bk_) ? 2 : 1;
   for (int k = 0; k < (gpu_envs_ ? 0 : K_); ++k) {
-    auto env = K_ == 1 ? std::move(first_env) : make_vec_env(env_share(exp_, Bk_));
-    auto actor = session_->policy->create_actor(Bk_, derive_seed(rt_.seed, 100 + static_cast<uint64_t>(k)));
-    workers_.push_back(std::make_unique<RolloutWorker>(std::move(env), std::move(actor),
-                                                       derive_seed(rt_.seed, static_cast<uint64_t>(k))));
+    const uint64_t env_seed = derive_seed(rt_.seed, static_cast<uint64_t>(k));
+    const uint64_t actor_seed = derive_seed(rt_.seed, 100 + static_cast<uint64_t>(k));
+    std::vector<RolloutLane> lanes;
+    for (int h = 0; h < lanes_; ++h) {
+      // One lane is the worker as it always was; each of two draws its own seed streams.
+      const auto seed = [&](uint64_t s) { return lanes_ == 1 ? s : derive_seed(s, static_cast<uint64_t>(h)); };
+      auto env = K_ == 1 && lanes_ == 1 ? std::move(first_env) : make_vec_env(env_share(exp_, Bk_ / lanes_));
+      lanes.push_back({std::move(env), session_->policy->create_actor(Bk_ / lanes_, seed(actor_seed)), seed(env_seed)});
+    }
+    workers_.push_back(std::make_unique<RolloutWorker>(std::move(lanes)));
   }
   if (!gpu_envs_) learner_ = std::make_unique<LearnerLoop>(*session_->policy, al_, derive_seed(rt_.seed, 7), K_, Bk_);
   ckpt_path_ = (fs::path(rt_.out_dir) / "checkpoint.safetensors").string();
@@ -201,6 +223,9 @@ bool Run::check_env_backend() const {
   if (!rt_.sync)
     exp_.section("runtime").fail("sync", "false does not go with env.backend: cuda, which runs the synchronous "
                                          "loop only (set runtime.sync: true, or env.backend: cpu)");
+  if (rt_.overlap_envs == "on")
+    exp_.section("runtime").fail("overlap_envs", "on overlaps CPU envs with the actor step; env.backend: cuda "
+                                                 "steps the envs inside the rollout graph (use auto or off)");
   const std::string type = env.require<std::string>("type");
   const auto& plugin_envs = session_->registry.envs();
   if (const auto it = plugin_envs.find(type); it != plugin_envs.end())
@@ -265,7 +290,8 @@ void Run::save_checkpoint() {
       {"runner.dropped", std::to_string(s_.dropped)},
       {"runner.wall_s", fmt(wall_before_ + std::chrono::duration<double>(Clock::now() - t0_).count(), 6)},
       {"runner.max_return", fmt(s_.max_return, 9)},
-      {"runner.sync", rt_.sync ? "1" : "0"}};
+      {"runner.sync", rt_.sync ? "1" : "0"},
+      {"runner.env_lanes", std::to_string(lanes_)}};
   std::vector<ExtraTensor> extra;
   std::vector<float> window(s_.window.begin(), s_.window.end());
   extra.push_back(ExtraTensor::f32("runner.return_window", window, {static_cast<int64_t>(window.size())}));
@@ -295,10 +321,10 @@ void Run::save_checkpoint() {
       auto& w = *workers_[k];
       const std::string p = "runner." + std::to_string(k) + ".";
       std::vector<float> state;
-      w.actor().get_state(state);
+      w.get_actor_state(state);
       std::vector<uint8_t> rng;
-      w.actor().get_rng(rng);
-      extra.push_back(ExtraTensor::u8(p + "env_state", w.env().save_state()));
+      w.get_actor_rng(rng);
+      extra.push_back(ExtraTensor::u8(p + "env_state", w.save_env_state()));
       extra.push_back(ExtraTensor::f32(p + "obs", w.obs(), {static_cast<int64_t>(w.obs().size())}));
       extra.push_back(ExtraTensor::u8(p + "starts", w.starts()));
       extra.push_back(ExtraTensor::f32(p + "actor_state", state, {static_cast<int64_t>(state.size())}));
@@ -338,7 +364,9 @@ void Run::restore(const std::string& path) {
   std::memcpy(scaler.data(), sb.data(), scaler.size() * sizeof(double));
   MAMBARL_CHECK(sb.size() % sizeof(double) == 0 && set_reward_scaler_state(scaler),
                 path << ": runner.reward_scaler does not fit this run's " << K_ << " x " << Bk_ << " envs");
-  const bool exact = rt_.sync && num("runner.sync") == 1.0;
+  // Checkpoints from before overlap_envs existed have one lane.
+  const int saved_lanes = ck.metadata.count("runner.env_lanes") ? static_cast<int>(num("runner.env_lanes")) : 1;
+  const bool exact = rt_.sync && num("runner.sync") == 1.0 && saved_lanes == lanes_;
 #if MAMBARL_HAVE_CUDA
   if (exact && gpu_envs_) {  // env state bytes are the CPU env's; obs is part of them
     auto& g = *gpu_rollout_;
@@ -354,15 +382,20 @@ void Run::restore(const std::string& path) {
     for (size_t k = 0; k < workers_.size(); ++k) {
       auto& w = *workers_[k];
       const std::string p = "runner." + std::to_string(k) + ".";
-      w.env().load_state(ck.tensor(p + "env_state").bytes);
+      w.load_env_state(ck.tensor(p + "env_state").bytes);
       ck.tensor(p + "obs").copy_f32(w.obs());
       ck.tensor(p + "starts").copy_u8(w.starts());
       std::vector<float> state = ck.tensor(p + "actor_state").f32();
-      w.actor().set_state(state);
-      w.actor().set_rng(ck.tensor(p + "actor_rng").bytes);
+      w.set_actor_state(state);
+      w.set_actor_rng(ck.tensor(p + "actor_rng").bytes);
     }
   log_ << "resumed from " << path << " at update " << s_.update << ", env_steps " << s_.env_steps
-       << (exact ? " (bit-exact: sync mode)" : " (envs restarted: async mode)") << "\n";
+       << (exact ? " (bit-exact: sync mode)"
+           : rt_.sync && saved_lanes != lanes_
+               ? " (envs restarted: the checkpoint has " + std::to_string(saved_lanes) + " env lane(s) per actor, " +
+                     "this run " + std::to_string(lanes_) + ": runtime.overlap_envs)"
+               : " (envs restarted: async mode)")
+       << "\n";
 }
 
 void Run::after_update(const Chunk& c, const UpdateStats& st, double lr, long long lag) {
@@ -439,7 +472,7 @@ void Run::run_sync() {
              static_cast<size_t>(session_->info.state_size));
   auto& w = *workers_[0];
   while (!done()) {
-    w.actor().set_weights(board_.w, board_.version);
+    w.set_weights(board_.w, board_.version);
     w.collect(c);
     s_.env_steps += static_cast<long long>(c.T) * c.B;
     learn_on(c, 0);
@@ -482,7 +515,7 @@ void Run::run_async() {
             std::lock_guard<std::mutex> lk(board_.m);
             if (board_.version != have) local = board_.w, have = board_.version;
           }
-          w.actor().set_weights(local, have);
+          w.set_weights(local, have);
           w.collect(*c);
           watchdog.end_chunk(k);  // a full queue (slow learner) is waiting, not stalling
           if (!full_q.push(c)) break;
@@ -576,11 +609,15 @@ TrainSummary Run::go() {
   publish_weights();
   if (!session_->device_note.empty()) log_ << session_->device_note << std::endl;
   log_ << "training " << exp_.section("policy").get<std::string>("type", "mamba1") << " on "
-       << spec_.id << ": " << num_envs_ << " envs on the " << (gpu_envs_ ? "GPU" : "CPU") << ", " << session_->info.num_params << " params, "
+       << spec_.id << ": " << num_envs_ << " envs on the " << (gpu_envs_ ? "GPU" : "CPU") << ", "
+       << session_->info.num_params << " params, "
        << (rt_.sync ? "sync" : std::to_string(K_) + " actor threads") << ", device " << session_->device
        // The plugin runs both roles on the device it was given (plugin/engine_roles.hpp).
        << (session_->device == "cuda" ? " (actors and learner)" : "") << ", dtype " << rt_.dtype
        << ", plugin " << session_->plugin_path << std::endl;
+  if (lanes_ > 1)
+    log_ << "overlapped envs: each actor's " << Bk_ << " envs in 2 halves, one stepping on the CPU while the "
+         << "other's actor step runs (runtime.overlap_envs: " << rt_.overlap_envs << ")" << std::endl;
   if (rt_.sync) run_sync();
   else run_async();
   save_checkpoint();
@@ -596,6 +633,7 @@ TrainSummary Run::go() {
   sum.curve = curve_path_;
   sum.queue_high_water = queue_high_water_;
   sum.queue_capacity = rt_.sync ? 0 : static_cast<size_t>(rt_.queue_size);
+  sum.overlap_envs = lanes_ > 1;
   return sum;
 }
 

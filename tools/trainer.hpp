@@ -8,7 +8,9 @@
 // their next chunk, and drops chunks older than runtime.max_policy_lag. An
 // actor busy on one chunk for longer than runtime.actor_stall_s (an env or
 // policy call that hangs) stops the run with an error naming the actor, since
-// when it was busy and at which of its env steps it got stuck.
+// when it was busy and at which of its env steps it got stuck. In either mode
+// runtime.overlap_envs may split each actor's envs in two halves whose env
+// steps overlap the other half's actor step (tools/rollout.hpp).
 #pragma once
 
 #include <iosfwd>
@@ -32,6 +34,7 @@ struct TrainSummary {
   std::string checkpoint, metrics, curve;
   size_t queue_high_water = 0;  // async mode: most chunks ever queued for the learner
   size_t queue_capacity = 0;    // its bound (runtime.queue_size); 0 in sync mode
+  bool overlap_envs = false;    // each actor's envs stepped in two overlapped halves (runtime.overlap_envs)
 };
 
 TrainSummary run_training(const Experiment& exp, const TrainOptions& opts, std::ostream& log);
