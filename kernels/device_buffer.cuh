@@ -10,8 +10,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 #include "kernels/cuda_check.cuh"
 
@@ -67,5 +69,42 @@ template <typename T>
 using DeviceBuffer = CudaArray<T, false>;
 template <typename T>
 using PinnedBuffer = CudaArray<T, true>;
+
+// Blocking copies for set-up, checkpoints, accessors and tests, never inside
+// a captured region: they run on `stream` and synchronise it before returning.
+template <typename T>
+std::vector<T> copy_to_host(const T* device, size_t n, cudaStream_t stream = nullptr) {
+  std::vector<T> host(n);
+  if (n == 0) return host;
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost, stream));
+  MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host;
+}
+
+template <typename T>
+std::vector<T> copy_to_host(const DeviceBuffer<T>& d, cudaStream_t stream = nullptr) {
+  return copy_to_host(d.data(), d.size(), stream);
+}
+
+template <typename T>
+void copy_to_device(T* device, const T* host, size_t n, cudaStream_t stream = nullptr) {
+  if (n == 0) return;
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(device, host, n * sizeof(T), cudaMemcpyHostToDevice, stream));
+  MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+// A new buffer holding host[0, n); at least one element, so that a kernel
+// argument made from an empty array (a stateless mixer's state) is never null.
+template <typename T>
+DeviceBuffer<T> to_device(const T* host, size_t n, cudaStream_t stream = nullptr) {
+  DeviceBuffer<T> d(std::max<size_t>(n, 1));
+  copy_to_device(d.data(), host, n, stream);
+  return d;
+}
+
+template <typename T>
+DeviceBuffer<T> to_device(const std::vector<T>& host, cudaStream_t stream = nullptr) {
+  return to_device(host.data(), host.size(), stream);
+}
 
 }  // namespace mambarl

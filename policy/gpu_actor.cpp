@@ -482,12 +482,7 @@ void GpuActor::enqueue_state(cudaStream_t s, float* state) {
 
 std::vector<float> GpuActor::state() const {
   const Impl& m = *impl_;
-  std::vector<float> s(static_cast<size_t>(m.B) * m.S);
-  if (!s.empty())
-    MAMBARL_CUDA_CHECK(cudaMemcpyAsync(s.data(), m.state.data(), s.size() * sizeof(float),
-                                       cudaMemcpyDeviceToHost, m.stream.get()));
-  m.sync();
-  return s;
+  return copy_to_host(m.state.data(), static_cast<size_t>(m.B) * m.S, m.stream.get());
 }
 
 void GpuActor::set_state(const float* s, size_t n) {
@@ -495,28 +490,19 @@ void GpuActor::set_state(const float* s, size_t n) {
   MAMBARL_CHECK(n == static_cast<size_t>(m.B) * m.S,
                 "GpuActor: state has " << n << " floats, expected num_envs " << m.B
                                        << " x state_size " << m.S);
-  if (n)
-    MAMBARL_CUDA_CHECK(cudaMemcpyAsync(m.state.data(), s, n * sizeof(float), cudaMemcpyHostToDevice,
-                                       m.stream.get()));
-  m.sync();
+  copy_to_device(m.state.data(), s, n, m.stream.get());
 }
 
 std::vector<Rng> GpuActor::rngs() const {
   const Impl& m = *impl_;
-  std::vector<Rng> r(static_cast<size_t>(m.B));
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(r.data(), m.rngs.data(), m.rngs.bytes(), cudaMemcpyDeviceToHost,
-                                     m.stream.get()));
-  m.sync();
-  return r;
+  return copy_to_host(m.rngs, m.stream.get());
 }
 
 void GpuActor::set_rngs(const Rng* r, size_t n) {
   Impl& m = *impl_;
   MAMBARL_CHECK(n == static_cast<size_t>(m.B),
                 "GpuActor: " << n << " Rngs given, the actor has " << m.B << " envs");
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(m.rngs.data(), r, m.rngs.bytes(), cudaMemcpyHostToDevice,
-                                     m.stream.get()));
-  m.sync();
+  copy_to_device(m.rngs.data(), r, n, m.stream.get());
 }
 
 std::vector<double> GpuActor::time_steps_us(int reps) {

@@ -479,18 +479,17 @@ void GpuLearner::Impl::run() {
 }
 
 std::vector<float> GpuLearner::Impl::download(const DeviceBuffer<float>& d) const {
-  std::vector<float> out(d.size());
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(out.data(), d.data(), d.bytes(), cudaMemcpyDeviceToHost, stream.get()));
-  sync();
-  return out;
+  return copy_to_host(d, stream.get());
 }
 
 void GpuLearner::Impl::upload(DeviceBuffer<float>& d, const float* src, size_t n, const char* what) {
   MAMBARL_CHECK(n == d.size(),
                 "GpuLearner: " << what << " has " << n << " floats, the model has " << d.size());
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(d.data(), src, d.bytes(), cudaMemcpyHostToDevice, stream.get()));
-  if (&d == &params) refresh_shadow(stream.get());  // every weights-in refreshes the GEMM shadow
-  sync();
+  copy_to_device(d.data(), src, n, stream.get());
+  if (&d == &params) {  // every weights-in refreshes the GEMM shadow
+    refresh_shadow(stream.get());
+    sync();
+  }
 }
 
 void GpuLearner::Impl::refresh_shadow(cudaStream_t s) {

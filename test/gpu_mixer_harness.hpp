@@ -43,22 +43,6 @@ using GpuMixerMaker = std::function<std::unique_ptr<GpuMixer>(const Mixer<float>
 
 namespace detail {
 
-template <typename T>
-std::vector<T> download(const DeviceBuffer<T>& d) {
-  std::vector<T> h(d.size());
-  if (!h.empty()) MAMBARL_CUDA_CHECK(cudaMemcpy(h.data(), d.data(), d.bytes(), cudaMemcpyDeviceToHost));
-  return h;
-}
-
-// An empty host array (a stateless mixer's state) still gets one element on
-// the device, so the pointer handed to the mixer is valid and never null.
-template <typename T>
-DeviceBuffer<T> upload(const T* h, size_t n) {
-  DeviceBuffer<T> d(std::max<size_t>(n, 1));
-  if (n) MAMBARL_CUDA_CHECK(cudaMemcpy(d.data(), h, n * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
-}
-
 inline Eigen::Map<const Vec<float>> as_vec(const float* p, size_t n) {
   return Eigen::Map<const Vec<float>>(p, static_cast<Eigen::Index>(n));
 }
@@ -114,11 +98,11 @@ inline void check_gpu_mixer_parity(const GpuMixerCase& c, const GpuMixerMaker& m
   MAMBARL_CUBLAS_CHECK(cublasSetWorkspace(cublas, cublas_ws.data(), cublas_ws.bytes()));
   const GpuExec exec{stream, cublas};
 
-  auto d_params = detail::upload(params.data(), params.size());
-  auto d_U = detail::upload(U.data(), rows * D);
-  auto d_dY = detail::upload(dY.data(), rows * D);
-  auto d_starts = detail::upload(starts.data(), rows);
-  auto d_state0 = detail::upload(state0.data(), state0.size());
+  auto d_params = to_device(params.data(), params.size());
+  auto d_U = to_device(U.data(), rows * D);
+  auto d_dY = to_device(dY.data(), rows * D);
+  auto d_starts = to_device(starts.data(), rows);
+  auto d_state0 = to_device(state0.data(), state0.size());
   DeviceBuffer<float> d_Y(rows * D), d_dU(rows * D), d_grads(layout.size());
   gpu->prepare(T, B);
   const auto run = [&](cudaStream_t s) {
@@ -131,8 +115,8 @@ inline void check_gpu_mixer_parity(const GpuMixerCase& c, const GpuMixerMaker& m
   MAMBARL_CUDA_CHECK(cudaMemset(d_dU.data(), 0xff, d_dU.bytes()));
   run(stream);
   MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const auto y_gpu = detail::download(d_Y), du_gpu = detail::download(d_dU),
-             g_gpu = detail::download(d_grads);
+  const auto y_gpu = copy_to_host(d_Y), du_gpu = copy_to_host(d_dU),
+             g_gpu = copy_to_host(d_grads);
 
   MAMBARL_CHECK_CLOSE_REL(std::string(c.name) + " Y", detail::as_vec(y_gpu.data(), rows * D),
                           detail::as_vec(Y.data(), rows * D), kMixerRelTol, kMixerElemRtol, kMixerElemAtol);
@@ -174,9 +158,9 @@ inline void check_gpu_mixer_parity(const GpuMixerCase& c, const GpuMixerMaker& m
   MAMBARL_CUDA_CHECK(cudaMemset(d_dU.data(), 0xff, d_dU.bytes()));
   for (int rep = 0; rep < 2; ++rep) graph.launch(stream);  // twice: replays must not accumulate
   MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream));
-  BOOST_CHECK_MESSAGE(detail::download(d_Y) == y_gpu, c.name << ": graph Y differs from eager");
-  BOOST_CHECK_MESSAGE(detail::download(d_dU) == du_gpu, c.name << ": graph dU differs from eager");
-  BOOST_CHECK_MESSAGE(detail::download(d_grads) == g_gpu, c.name << ": graph grads differ from eager");
+  BOOST_CHECK_MESSAGE(copy_to_host(d_Y) == y_gpu, c.name << ": graph Y differs from eager");
+  BOOST_CHECK_MESSAGE(copy_to_host(d_dU) == du_gpu, c.name << ": graph dU differs from eager");
+  BOOST_CHECK_MESSAGE(copy_to_host(d_grads) == g_gpu, c.name << ": graph grads differ from eager");
 
   (void)cublasDestroy(cublas);
   (void)cudaStreamDestroy(stream);

@@ -29,6 +29,7 @@
 #include "plugin/plugin_host.hpp"
 #include "plugin/tensor_view.hpp"
 #include "test/gpu_test_util.hpp"
+#include "test/plugin_chunk.hpp"
 
 using namespace mambarl;
 using namespace mambarl::test;
@@ -99,16 +100,9 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 }
 
 template <typename T>
-void to_device(DeviceBuffer<T>& d, const std::vector<T>& h, cudaStream_t s) {
+void fill(DeviceBuffer<T>& d, const std::vector<T>& h, cudaStream_t s) {
   BOOST_REQUIRE_EQUAL(d.size(), h.size());
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(d.data(), h.data(), d.bytes(), cudaMemcpyHostToDevice, s));
-}
-template <typename T>
-std::vector<T> to_host(const DeviceBuffer<T>& d, cudaStream_t s) {
-  std::vector<T> h(d.size());
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(h.data(), d.data(), d.bytes(), cudaMemcpyDeviceToHost, s));
-  MAMBARL_CUDA_CHECK(cudaStreamSynchronize(s));
-  return h;
+  copy_to_device(d.data(), h.data(), h.size(), s);
 }
 
 // One step's inputs: random observations; episode starts at t = 0 and at random.
@@ -151,22 +145,22 @@ void check_enqueue_matches_host(const Case& c) {
     const StepInputs in(B, t, rng);
     StepOutputs want(B, W), got(B, W);
     host->act(in.obs.data(), in.starts.data(), want.actions.data(), want.logp.data(), want.values.data());
-    to_device(obs_d, in.obs, s);
-    to_device(starts_d, in.starts, s);
+    fill(obs_d, in.obs, s);
+    fill(starts_d, in.starts, s);
     dev->enqueue_act(s, obs_d.data(), starts_d.data(), act_d.data(), logp_d.data(), val_d.data());
-    got.actions = to_host(act_d, s);
-    got.logp = to_host(logp_d, s);
-    got.values = to_host(val_d, s);
+    got.actions = copy_to_host(act_d, s);
+    got.logp = copy_to_host(logp_d, s);
+    got.values = copy_to_host(val_d, s);
     BOOST_REQUIRE_MESSAGE(got == want, c.name << ": step " << t << ": enqueue_act differs from act");
     if (t % 10 == 9) {
       std::vector<float> peek_want(static_cast<size_t>(B)), state_want;
       host->peek_values(in.obs.data(), peek_want.data());
       dev->enqueue_peek_values(s, obs_d.data(), peek_d.data());
-      BOOST_CHECK_MESSAGE(same_bits(to_host(peek_d, s), peek_want),
+      BOOST_CHECK_MESSAGE(same_bits(copy_to_host(peek_d, s), peek_want),
                           c.name << ": step " << t << ": peek differs");
       host->get_state(state_want);
       dev->enqueue_get_state(s, state_d.data());
-      BOOST_CHECK_MESSAGE(same_bits(to_host(state_d, s), state_want),
+      BOOST_CHECK_MESSAGE(same_bits(copy_to_host(state_d, s), state_want),
                           c.name << ": step " << t << ": enqueue_get_state differs from get_state");
     }
   }
@@ -223,15 +217,16 @@ void check_caller_graph_matches_eager(const Case& c) {
       obs.insert(obs.end(), in.obs.begin(), in.obs.end());
       starts.insert(starts.end(), in.starts.begin(), in.starts.end());
     }
-    to_device(obs_d, obs, s);
-    to_device(starts_d, starts, s);
+    fill(obs_d, obs, s);
+    fill(starts_d, starts, s);
     enqueue_all(*eager, act_e, logp_e, val_e, peek_e);
     MAMBARL_CUDA_CHECK(cudaGraphLaunch(exec, s));
     const std::string tag = std::string(c.name) + ": replay " + std::to_string(round + 1);
-    BOOST_CHECK_MESSAGE(same_bits(to_host(act_g, s), to_host(act_e, s)), tag << ": actions differ");
-    BOOST_CHECK_MESSAGE(same_bits(to_host(logp_g, s), to_host(logp_e, s)), tag << ": logp differs");
-    BOOST_CHECK_MESSAGE(same_bits(to_host(val_g, s), to_host(val_e, s)), tag << ": values differ");
-    BOOST_CHECK_MESSAGE(same_bits(to_host(peek_g, s), to_host(peek_e, s)), tag << ": peeked values differ");
+    BOOST_CHECK_MESSAGE(same_bits(copy_to_host(act_g, s), copy_to_host(act_e, s)), tag << ": actions differ");
+    BOOST_CHECK_MESSAGE(same_bits(copy_to_host(logp_g, s), copy_to_host(logp_e, s)), tag << ": logp differs");
+    BOOST_CHECK_MESSAGE(same_bits(copy_to_host(val_g, s), copy_to_host(val_e, s)), tag << ": values differ");
+    BOOST_CHECK_MESSAGE(same_bits(copy_to_host(peek_g, s), copy_to_host(peek_e, s)),
+                        tag << ": peeked values differ");
   }
   (void)cudaGraphExecDestroy(exec);
   std::vector<float> se, sg;
@@ -261,68 +256,23 @@ void check_begin_end_matches_act(const Case& c) {
 
 // One [T, B] chunk, on the host and copied to the device.
 struct Chunk {
-  int T, B;
-  int64_t W, S;
-  std::vector<float> obs, actions, logp, adv, ret, init;  // (T,B,O) (T,B,W) (T,B)x3 (B,S)
-  std::vector<uint8_t> starts;                            // (T,B)
+  PluginChunk h;
   DeviceBuffer<float> obs_d, actions_d, logp_d, adv_d, ret_d, init_d;
   DeviceBuffer<uint8_t> starts_d;
 
-  Chunk(const Case& c, const PolicyHandle& p, int T_, int B_, uint64_t seed, cudaStream_t s)
-      : T(T_), B(B_), W(p.info().act_width), S(p.info().state_size) {
-    Rng rng(seed, 0);
-    const size_t n = static_cast<size_t>(T) * B;
-    for (size_t i = 0; i < n * kObs; ++i) obs.push_back(static_cast<float>(rng.normal()));
-    for (size_t i = 0; i < n * static_cast<size_t>(W); ++i)
-      actions.push_back(c.discrete ? static_cast<float>(rng.below(static_cast<uint64_t>(c.action_dim)))
-                                   : static_cast<float>(rng.normal()));
-    const double logp0 = c.discrete ? -std::log(c.action_dim) : -1.4 * static_cast<double>(W);
-    for (size_t i = 0; i < n; ++i) {
-      logp.push_back(static_cast<float>(logp0 + 0.3 * rng.normal()));
-      adv.push_back(static_cast<float>(rng.normal()));
-      ret.push_back(static_cast<float>(rng.normal()));
-      starts.push_back(i < static_cast<size_t>(B) || rng.uniform() < 0.1 ? 1 : 0);
-    }
-    for (int64_t i = 0; i < B * S; ++i) init.push_back(static_cast<float>(0.3 * rng.normal()));
-    obs_d = DeviceBuffer<float>(obs.size());
-    actions_d = DeviceBuffer<float>(actions.size());
-    logp_d = DeviceBuffer<float>(n);
-    adv_d = DeviceBuffer<float>(n);
-    ret_d = DeviceBuffer<float>(n);
-    init_d = DeviceBuffer<float>(init.size());
-    starts_d = DeviceBuffer<uint8_t>(n);
-    to_device(obs_d, obs, s);
-    to_device(actions_d, actions, s);
-    to_device(logp_d, logp, s);
-    to_device(adv_d, adv, s);
-    to_device(ret_d, ret, s);
-    to_device(init_d, init, s);
-    to_device(starts_d, starts, s);
-    // train_step reads device chunks on the learner's stream: ours must be done.
-    MAMBARL_CUDA_CHECK(cudaStreamSynchronize(s));
-  }
-  mambarl_chunk host_view() {
-    mambarl_chunk c{};
-    c.obs = view_f32(obs.data(), {T, B, kObs});
-    c.actions = view_f32(actions.data(), {T, B, W});
-    c.old_logp = view_f32(logp.data(), {T, B});
-    c.advantages = view_f32(adv.data(), {T, B});
-    c.returns = view_f32(ret.data(), {T, B});
-    c.episode_start = view_u8(starts.data(), {T, B});
-    c.initial_state = view_f32(init.data(), {B, S});
-    return c;
-  }
-  mambarl_chunk device_view() {
-    const int32_t d = MAMBARL_DEVICE_CUDA;
-    mambarl_chunk c{};
-    c.obs = view_f32(obs_d.data(), {T, B, kObs}, d);
-    c.actions = view_f32(actions_d.data(), {T, B, W}, d);
-    c.old_logp = view_f32(logp_d.data(), {T, B}, d);
-    c.advantages = view_f32(adv_d.data(), {T, B}, d);
-    c.returns = view_f32(ret_d.data(), {T, B}, d);
-    c.episode_start = view_u8(starts_d.data(), {T, B}, d);
-    c.initial_state = view_f32(init_d.data(), {B, S}, d);
-    return c;
+  Chunk(const Case& c, const PolicyHandle& p, int T, int B, uint64_t seed, cudaStream_t s)
+      : h(p, kObs, c.discrete, c.action_dim, T, B, seed),
+        obs_d(to_device(h.obs, s)),
+        actions_d(to_device(h.actions, s)),
+        logp_d(to_device(h.logp, s)),
+        adv_d(to_device(h.adv, s)),
+        ret_d(to_device(h.ret, s)),
+        init_d(to_device(h.init, s)),
+        starts_d(to_device(h.starts, s)) {}
+  mambarl_chunk host_view() const { return h.view(); }
+  mambarl_chunk device_view() const {
+    return h.view_of(obs_d.data(), actions_d.data(), logp_d.data(), adv_d.data(), ret_d.data(),
+                     starts_d.data(), init_d.data(), MAMBARL_DEVICE_CUDA);
   }
 };
 
@@ -398,7 +348,7 @@ BOOST_AUTO_TEST_CASE(mixed_or_invalid_device_chunks_are_refused) {
   std::vector<float> before, after;
   p->get_weights(before);
   mambarl_chunk mixed = d.device_view();
-  mixed.returns = view_f32(d.ret.data(), {d.T, d.B});
+  mixed.returns = view_f32(d.h.ret.data(), {d.h.T, d.h.B});
   std::string msg;
   try {
     p->train_step(mixed, 1e-3);
@@ -406,8 +356,8 @@ BOOST_AUTO_TEST_CASE(mixed_or_invalid_device_chunks_are_refused) {
     msg = e.what();
   }
   BOOST_TEST(msg == "train_step: returns is on cpu, expected cuda memory");
-  d.actions[5] = 7.0f;  // categorical over 3 actions
-  to_device(d.actions_d, d.actions, stream.get());
+  d.h.actions[5] = 7.0f;  // categorical over 3 actions
+  fill(d.actions_d, d.h.actions, stream.get());
   MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
   msg.clear();
   try {

@@ -64,13 +64,6 @@ std::vector<T> host_copy(const T* p, size_t n) {
   return std::vector<T>(p, p + n);
 }
 
-template <typename T>
-std::vector<T> device_copy(const T* p, size_t n, cudaStream_t s) {
-  std::vector<T> v(n);
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost, s));
-  return v;
-}
-
 Outputs outputs_of(const VecEnv& e) {
   const size_t B = static_cast<size_t>(e.num_envs()), O = static_cast<size_t>(e.spec().obs_dim);
   return {host_copy(e.obs(), B * O),        host_copy(e.final_obs(), B * O), host_copy(e.reward(), B),
@@ -80,10 +73,10 @@ Outputs outputs_of(const VecEnv& e) {
 
 Outputs outputs_of(const GpuVecEnv& e, cudaStream_t s) {
   const size_t B = static_cast<size_t>(e.num_envs()), O = static_cast<size_t>(e.spec().obs_dim);
-  Outputs o{device_copy(e.obs(), B * O, s),       device_copy(e.final_obs(), B * O, s),
-            device_copy(e.reward(), B, s),        device_copy(e.episode_return(), B, s),
-            device_copy(e.terminated(), B, s),    device_copy(e.truncated(), B, s),
-            device_copy(e.episode_length(), B, s)};
+  Outputs o{copy_to_host(e.obs(), B * O, s),       copy_to_host(e.final_obs(), B * O, s),
+            copy_to_host(e.reward(), B, s),        copy_to_host(e.episode_return(), B, s),
+            copy_to_host(e.terminated(), B, s),    copy_to_host(e.truncated(), B, s),
+            copy_to_host(e.episode_length(), B, s)};
   MAMBARL_CUDA_CHECK(cudaStreamSynchronize(s));
   return o;
 }

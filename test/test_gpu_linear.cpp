@@ -117,18 +117,6 @@ float round_as(Precision p, float x) {
   return x;
 }
 
-std::vector<float> download(const DeviceBuffer<float>& d) {
-  std::vector<float> h(d.size());
-  MAMBARL_CUDA_CHECK(cudaMemcpy(h.data(), d.data(), d.bytes(), cudaMemcpyDeviceToHost));
-  return h;
-}
-
-DeviceBuffer<float> upload(const std::vector<float>& h) {
-  DeviceBuffer<float> d(h.size());
-  MAMBARL_CUDA_CHECK(cudaMemcpy(d.data(), h.data(), d.bytes(), cudaMemcpyHostToDevice));
-  return d;
-}
-
 void check_gemm(Precision prec) {
   CudaStream stream;
   cudaStream_t s = stream.get();
@@ -170,10 +158,10 @@ void check_gemm(Precision prec) {
                 }
                 ref[static_cast<Eigen::Index>(m) * d.N + n] = acc;
               }
-            DeviceBuffer<float> da = upload(a), db = upload(b), dc = upload(c0);
+            DeviceBuffer<float> da = to_device(a), db = to_device(b), dc = to_device(c0);
             // With a shadow, B's f32 values are NaN: the GEMM must read the shadow only.
             DeviceBuffer<float> nan_b =
-                upload(std::vector<float>(b.size(), std::numeric_limits<float>::quiet_NaN()));
+                to_device(std::vector<float>(b.size(), std::numeric_limits<float>::quiet_NaN()));
             DeviceBuffer<uint16_t> b_low(b.size());
             const bool low = prec != Precision::float32;
             if (low) cuda::to_half(prec, b.size(), db.data(), b_low.data(), s);
@@ -188,7 +176,7 @@ void check_gemm(Precision prec) {
             cuda::gemm(handle.get(), gp, ta, tb, d.M, d.N, d.K, 1.f, da.data(), lda, B, ldb, beta, dc.data(),
                        d.N);
             MAMBARL_CUDA_CHECK(cudaStreamSynchronize(s));
-            const std::vector<float> c = download(dc);
+            const std::vector<float> c = copy_to_host(dc);
             Vec<double> got(static_cast<Eigen::Index>(c.size()));
             for (size_t i = 0; i < c.size(); ++i) got[static_cast<Eigen::Index>(i)] = c[i];
             // Exact products of the rounded operands (16-bit x 16-bit fits f32's

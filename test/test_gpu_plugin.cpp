@@ -30,6 +30,7 @@
 #include "plugin/tensor_view.hpp"
 #include "tools/policy_session.hpp"
 #include "test/gpu_test_util.hpp"
+#include "test/plugin_chunk.hpp"
 #include "test/rollout_util.hpp"
 #include "test/test_util.hpp"
 #include "test/train_util.hpp"
@@ -211,43 +212,10 @@ void check_cuda_matches_cpu(const Case& c, const std::string& dtype, const Toler
     }
 }
 
-// One [T, B] chunk for `p`: random observations, valid actions (integers in
-// [0, A) or Gaussian draws), old logp near the policy's, resets at t = 0 and
-// inside, and a non-zero initial state.
-struct ChunkData {
-  int T, B;
-  std::vector<float> obs, actions, logp, adv, ret, init;  // (T,B,O) (T,B,W) (T,B)x3 (B,S)
-  std::vector<uint8_t> starts;                            // (T,B)
-  int64_t W, S;
-  ChunkData(const Case& c, const PolicyHandle& p, int T_, int B_, uint64_t seed)
-      : T(T_), B(B_), W(p.info().act_width), S(p.info().state_size) {
-    Rng rng(seed, 0);
-    const size_t n = static_cast<size_t>(T) * B;
-    for (size_t i = 0; i < n * kObs; ++i) obs.push_back(static_cast<float>(rng.normal()));
-    for (size_t i = 0; i < n * static_cast<size_t>(W); ++i)
-      actions.push_back(c.discrete ? static_cast<float>(rng.below(static_cast<uint64_t>(c.action_dim)))
-                                   : static_cast<float>(rng.normal()));
-    const double logp0 = c.discrete ? -std::log(c.action_dim) : -1.4 * static_cast<double>(W);
-    for (size_t i = 0; i < n; ++i) {
-      logp.push_back(static_cast<float>(logp0 + 0.3 * rng.normal()));
-      adv.push_back(static_cast<float>(rng.normal()));
-      ret.push_back(static_cast<float>(rng.normal()));
-      starts.push_back(i < static_cast<size_t>(B) || rng.uniform() < 0.1 ? 1 : 0);
-    }
-    for (int64_t i = 0; i < B * S; ++i) init.push_back(static_cast<float>(0.3 * rng.normal()));
-  }
-  mambarl_chunk view() {
-    mambarl_chunk c{};
-    c.obs = view_f32(obs.data(), {T, B, kObs});
-    c.actions = view_f32(actions.data(), {T, B, W});
-    c.old_logp = view_f32(logp.data(), {T, B});
-    c.advantages = view_f32(adv.data(), {T, B});
-    c.returns = view_f32(ret.data(), {T, B});
-    c.episode_start = view_u8(starts.data(), {T, B});
-    c.initial_state = view_f32(init.data(), {B, S});
-    return c;
-  }
-};
+// A chunk of this suite's observation width for `c`'s head.
+PluginChunk chunk_for(const Case& c, const PolicyHandle& p, int T, int B, uint64_t seed) {
+  return PluginChunk(p, kObs, c.discrete, c.action_dim, T, B, seed);
+}
 
 // DESIGN.md's f32 bound on the loss terms (means over tokens: an absolute
 // floor for terms near zero).
@@ -274,7 +242,7 @@ void check_cuda_learner_matches_cpu(const Case& c) {
   gpu->set_weights(w);
   for (int u = 0; u < 2; ++u) {
     const std::string tag = std::string(c.name) + " update " + std::to_string(u + 1);
-    ChunkData d(c, *cpu, 16, 8, 40 + static_cast<uint64_t>(u));
+    const PluginChunk d = chunk_for(c, *cpu, 16, 8, 40 + static_cast<uint64_t>(u));
     const TrainMetrics mc = cpu->train_step(d.view(), kLr);
     const TrainMetrics mg = gpu->train_step(d.view(), kLr);
     BOOST_REQUIRE_MESSAGE(!mc.skipped && !mg.skipped, tag << ": skipped");
@@ -298,7 +266,7 @@ void check_cuda_learner_matches_cpu(const Case& c) {
   }
   // algo.on_nonfinite: the update is refused before it touches the weights,
   // with the reason the CPU gives (it names the quantity or tensor).
-  ChunkData bad(c, *cpu, 16, 8, 50);
+  PluginChunk bad = chunk_for(c, *cpu, 16, 8, 50);
   bad.obs[7] = NAN;
   std::vector<float> before, after;
   gpu->get_weights(before);

@@ -36,20 +36,6 @@ BOOST_AUTO_TEST_SUITE(gpu_runner, *utf::precondition(gpu_or_required))
 
 namespace {
 
-template <typename T>
-DeviceBuffer<T> upload(const std::vector<T>& h) {
-  DeviceBuffer<T> d(h.size());
-  MAMBARL_CUDA_CHECK(cudaMemcpy(d.data(), h.data(), d.bytes(), cudaMemcpyHostToDevice));
-  return d;
-}
-
-template <typename T>
-std::vector<T> download(const DeviceBuffer<T>& d) {
-  std::vector<T> h(d.size());
-  MAMBARL_CUDA_CHECK(cudaMemcpy(h.data(), d.data(), d.bytes(), cudaMemcpyDeviceToHost));
-  return h;
-}
-
 // Random (T, B) episode flags: terminations, truncations, and both at once.
 struct Flags {
   std::vector<uint8_t> term, trunc;
@@ -106,18 +92,15 @@ BOOST_AUTO_TEST_CASE(device_gae_matches_compute_gae) {
     std::vector<float> adv(n), ret(n);
     compute_gae(GaeInputs{T, B, r.data(), v.data(), f.term.data(), f.trunc.data(), fv.data(), nv.data()}, 0.99, 0.95,
                 adv.data(), ret.data());
-    auto dr = upload(r), dv = upload(v), dfv = upload(fv), dnv = upload(nv);
-    auto dterm = upload(f.term), dtrunc = upload(f.trunc);
+    auto dr = to_device(r), dv = to_device(v), dfv = to_device(fv), dnv = to_device(nv);
+    auto dterm = to_device(f.term), dtrunc = to_device(f.trunc);
     DeviceBuffer<float> dadv(n), dret(n);
-    cuda::GaeArgs a;
-    a.T = T, a.B = B, a.rewards = dr.data(), a.values = dv.data(), a.terminated = dterm.data();
-    a.truncated = dtrunc.data(), a.final_values = dfv.data(), a.next_values = dnv.data();
-    a.advantages = dadv.data(), a.returns = dret.data();
-    cuda::gae(a, 0.99, 0.95, nullptr);
+    cuda::gae(GaeInputs{T, B, dr.data(), dv.data(), dterm.data(), dtrunc.data(), dfv.data(), dnv.data()}, 0.99, 0.95,
+              dadv.data(), dret.data(), nullptr);
     // The same double arithmetic in the same order; only contraction into
     // FMAs may differ, far below float rounding of the results.
-    check_close(download(dadv), adv, 1e-6, "advantages");
-    check_close(download(dret), ret, 1e-6, "returns");
+    check_close(copy_to_host(dadv), adv, 1e-6, "advantages");
+    check_close(copy_to_host(dret), ret, 1e-6, "returns");
   }
 }
 
@@ -129,13 +112,13 @@ BOOST_AUTO_TEST_CASE(device_reward_scaling_matches_reward_scaler) {
   const int T = 16, B = 300;
   const size_t n = static_cast<size_t>(T) * B;
   RewardScaler cpu(0.99, 1, B);
-  DeviceBuffer<double> state = upload(cpu.state());  // (3 + B): mean, var, count, G
+  DeviceBuffer<double> state = to_device(cpu.state());  // (3 + B): mean, var, count, G
   for (int chunk = 0; chunk < 3; ++chunk) {
     BOOST_TEST_CONTEXT("chunk " << chunk) {
       std::vector<float> r = random_floats(n, g, 1.f, 0.5f);
       const Flags f = random_flags(n, g);
-      auto dr = upload(r);
-      auto dterm = upload(f.term), dtrunc = upload(f.trunc);
+      auto dr = to_device(r);
+      auto dterm = to_device(f.term), dtrunc = to_device(f.trunc);
       cuda::RewardScaleArgs a;
       a.T = T, a.B = B, a.rewards = dr.data(), a.terminated = dterm.data(), a.truncated = dtrunc.data();
       a.stats = state.data(), a.returns = state.data() + 3;
@@ -145,8 +128,8 @@ BOOST_AUTO_TEST_CASE(device_reward_scaling_matches_reward_scaler) {
       // ~1e-13 relative, so a scaled reward differs by at most one float ulp
       // (~6e-8 relative); 1e-6 leaves room without hiding a wrong formula
       // (a batch variance off by one count is ~1e-4 off here).
-      check_close(download(dr), r, 1e-6, "scaled rewards");
-      const std::vector<double> dev = download(state), ref = cpu.state();
+      check_close(copy_to_host(dr), r, 1e-6, "scaled rewards");
+      const std::vector<double> dev = copy_to_host(state), ref = cpu.state();
       BOOST_TEST(dev[2] == ref[2]);  // count: exact
       check_close(std::vector<double>(dev.begin(), dev.begin() + 2), std::vector<double>(ref.begin(), ref.begin() + 2),
                   1e-10, "mean, var");
@@ -177,17 +160,17 @@ BOOST_AUTO_TEST_CASE(device_gather_matches_host_gather) {
     }
   for (int j = 0; j < Bm; ++j)
     for (int k = 0; k < S; ++k) want_states[j * S + k] = states[cols[j] * S + k];
-  auto dcols = upload(cols);
-  auto dsrc = upload(src), dstates = upload(states);
-  auto dflags = upload(flags);
+  auto dcols = to_device(cols);
+  auto dsrc = to_device(src), dstates = to_device(states);
+  auto dflags = to_device(flags);
   DeviceBuffer<float> dst(want.size()), dst_states(want_states.size());
   DeviceBuffer<uint8_t> dst_flags(want_flags.size());
   cuda::gather_columns(T, B, Bm, W, dcols.data(), dsrc.data(), dst.data(), nullptr);
   cuda::gather_columns(T, B, Bm, 1, dcols.data(), dflags.data(), dst_flags.data(), nullptr);
   cuda::gather_columns(1, B, Bm, S, dcols.data(), dstates.data(), dst_states.data(), nullptr);
-  BOOST_TEST(download(dst) == want);  // a copy: exact
-  BOOST_TEST(download(dst_flags) == want_flags);
-  BOOST_TEST(download(dst_states) == want_states);
+  BOOST_TEST(copy_to_host(dst) == want);  // a copy: exact
+  BOOST_TEST(copy_to_host(dst_flags) == want_flags);
+  BOOST_TEST(copy_to_host(dst_states) == want_states);
 }
 
 namespace {
@@ -237,18 +220,18 @@ BOOST_AUTO_TEST_CASE(gpu_env_chunk_matches_cpu_env_chunk) {
 
   // Cartpole's float dynamics on the device may round differently (FMA
   // contraction) by ~1e-7 per step; 16 steps stay far below 1e-5.
-  check_close(download(d.obs), c.obs, 1e-5, "obs");
-  BOOST_TEST(download(d.actions) == c.actions);
-  BOOST_TEST(download(d.rewards) == c.rewards);
-  BOOST_TEST(download(d.terminated) == c.terminated);
-  BOOST_TEST(download(d.truncated) == c.truncated);
-  BOOST_TEST(download(d.starts) == c.starts);
+  check_close(copy_to_host(d.obs), c.obs, 1e-5, "obs");
+  BOOST_TEST(copy_to_host(d.actions) == c.actions);
+  BOOST_TEST(copy_to_host(d.rewards) == c.rewards);
+  BOOST_TEST(copy_to_host(d.terminated) == c.terminated);
+  BOOST_TEST(copy_to_host(d.truncated) == c.truncated);
+  BOOST_TEST(copy_to_host(d.starts) == c.starts);
   // The same engine on inputs within 1e-5: outputs within the GPU actor's own f32 tolerance.
-  check_close(download(d.logp), c.logp, 1e-4, "logp");
-  check_close(download(d.values), c.values, 1e-4, "values");
-  check_close(download(d.final_values), c.final_values, 1e-4, "final values");
-  check_close(download(d.next_values), c.next_values, 1e-4, "next values");
-  check_close(download(d.initial_state), c.initial_state, 0.0, "initial state");  // zeros at the start
+  check_close(copy_to_host(d.logp), c.logp, 1e-4, "logp");
+  check_close(copy_to_host(d.values), c.values, 1e-4, "values");
+  check_close(copy_to_host(d.final_values), c.final_values, 1e-4, "final values");
+  check_close(copy_to_host(d.next_values), c.next_values, 1e-4, "next values");
+  check_close(copy_to_host(d.initial_state), c.initial_state, 0.0, "initial state");  // zeros at the start
   BOOST_TEST(stats.episode_returns == c.episode_returns);
   BOOST_TEST(stats.episode_lengths == c.episode_lengths);
   BOOST_TEST(!c.episode_returns.empty());  // a random cartpole policy ends episodes within 16 steps
@@ -257,8 +240,8 @@ BOOST_AUTO_TEST_CASE(gpu_env_chunk_matches_cpu_env_chunk) {
   compute_gae(GaeInputs{T, B, c.rewards.data(), c.values.data(), c.terminated.data(), c.truncated.data(),
                         c.final_values.data(), c.next_values.data()},
               exp.algo.gamma, exp.algo.gae_lambda, adv.data(), ret.data());
-  check_close(download(d.advantages), adv, 1e-3, "advantages");  // sums of ~16 values within 1e-4 each
-  check_close(download(d.returns), ret, 1e-3, "returns");
+  check_close(copy_to_host(d.advantages), adv, 1e-3, "advantages");  // sums of ~16 values within 1e-4 each
+  check_close(copy_to_host(d.returns), ret, 1e-3, "returns");
 }
 
 // A short training run with GPU envs, stopped after 3 updates and resumed, is
