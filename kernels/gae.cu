@@ -1,5 +1,6 @@
-#include "kernels/cuda_check.cuh"
 #include "kernels/gae.cuh"
+
+#include "kernels/cuda_check.cuh"
 
 namespace mambarl::cuda {
 
@@ -16,7 +17,8 @@ __global__ void gae_kernel(GaeInputs a, double gamma, double lambda, float* __re
   for (int t = a.T - 1; t >= 0; --t) {
     const size_t i = static_cast<size_t>(t) * a.B + b;
     const bool term = a.terminated[i] != 0, trunc = a.truncated[i] != 0;
-    const double v_next = trunc ? a.final_values[i] : (t == a.T - 1 ? a.next_values[b] : a.values[i + a.B]);
+    const double v_next = trunc ? a.final_values[i]
+                                : (t == a.T - 1 ? a.next_values[b] : a.values[i + a.B]);
     const double delta = a.rewards[i] + gamma * (term ? 0.0 : v_next) - a.values[i];
     const double adv = delta + gamma * lambda * ((term || trunc) ? 0.0 : next_adv);
     advantages[i] = static_cast<float>(adv);

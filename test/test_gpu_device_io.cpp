@@ -358,7 +358,6 @@ BOOST_AUTO_TEST_CASE(mixed_or_invalid_device_chunks_are_refused) {
   BOOST_TEST(msg == "train_step: returns is on cpu, expected cuda memory");
   d.h.actions[5] = 7.0f;  // categorical over 3 actions
   fill(d.actions_d, d.h.actions, stream.get());
-  MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
   msg.clear();
   try {
     p->train_step(d.device_view(), 1e-3);

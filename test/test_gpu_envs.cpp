@@ -77,7 +77,6 @@ Outputs outputs_of(const GpuVecEnv& e, cudaStream_t s) {
             copy_to_host(e.reward(), B, s),        copy_to_host(e.episode_return(), B, s),
             copy_to_host(e.terminated(), B, s),    copy_to_host(e.truncated(), B, s),
             copy_to_host(e.episode_length(), B, s)};
-  MAMBARL_CUDA_CHECK(cudaStreamSynchronize(s));
   return o;
 }
 

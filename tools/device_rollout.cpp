@@ -45,10 +45,9 @@ DeviceRollout::DeviceRollout(std::unique_ptr<GpuVecEnv> env, std::unique_ptr<Act
                 "DeviceRollout: the actor has " << actor_->num_envs() << " envs, the GPU env " << B_);
   const cudaStream_t s = stream();
   env_->reset(env_seed, s);
-  MAMBARL_CUDA_CHECK(
-      cudaMemsetAsync(starts_.data(), 1, starts_.bytes(), s));  // the run's first step starts episodes
+  MAMBARL_CUDA_CHECK(cudaMemsetAsync(starts_.data(), 1, starts_.bytes(), s));  // the run's first step starts episodes
   std::vector<double> scaler(scaler_.size(), 0.0);
-  scaler[1] = 1.0;                  // RewardScaler's initial (mean 0, var 1, count 0)
+  scaler[1] = 1.0;  // RewardScaler's initial (mean 0, var 1, count 0)
   set_reward_scaler_state(scaler);  // synchronises the stream
 }
 
@@ -61,10 +60,8 @@ void DeviceRollout::record(cudaStream_t s) {
     float* obs_t = c.obs.data() + row * O;
     uint8_t* starts_t = c.starts.data() + row;
     float* act_t = c.actions.data() + row * W;
-    MAMBARL_CUDA_CHECK(
-        cudaMemcpyAsync(obs_t, env_->obs(), sizeof(float) * B * O, cudaMemcpyDeviceToDevice, s));
-    MAMBARL_CUDA_CHECK(
-        cudaMemcpyAsync(starts_t, starts_.data(), starts_.bytes(), cudaMemcpyDeviceToDevice, s));
+    MAMBARL_CUDA_CHECK(cudaMemcpyAsync(obs_t, env_->obs(), sizeof(float) * B * O, cudaMemcpyDeviceToDevice, s));
+    MAMBARL_CUDA_CHECK(cudaMemcpyAsync(starts_t, starts_.data(), starts_.bytes(), cudaMemcpyDeviceToDevice, s));
     actor_->enqueue_act(s, obs_t, starts_t, act_t, c.logp.data() + row, c.values.data() + row);
     env_->step(act_t, s);
     // A time limit is not a terminal state: bootstrap from V(final obs), on
@@ -99,14 +96,8 @@ void DeviceRollout::record(cudaStream_t s) {
     a.returns = scaler_.data() + 3;
     cuda::scale_rewards(a, algo_.gamma, s);
   }
-  const GaeInputs g{c.T,
-                    B,
-                    c.rewards.data(),
-                    c.values.data(),
-                    c.terminated.data(),
-                    c.truncated.data(),
-                    c.final_values.data(),
-                    c.next_values.data()};
+  const GaeInputs g{c.T, B, c.rewards.data(), c.values.data(), c.terminated.data(), c.truncated.data(),
+                    c.final_values.data(), c.next_values.data()};
   cuda::gae(g, algo_.gamma, algo_.gae_lambda, c.advantages.data(), c.returns.data(), s);
 }
 
@@ -118,21 +109,18 @@ void DeviceRollout::collect(Chunk& stats) {
   // the last chunk, so the two never overlap.
   if (!graph_.captured()) {
     const DeviceChunk& c = chunk_;
-    graph_.capture(
-        s,
-        {GraphBinding::buffer("obs", c.obs), GraphBinding::buffer("actions", c.actions),
-         GraphBinding::buffer("rewards", c.rewards), GraphBinding::buffer("starts", c.starts),
-         GraphBinding::buffer("initial_state", c.initial_state),
-         GraphBinding::buffer("advantages", c.advantages), GraphBinding::buffer("next_starts", starts_),
-         GraphBinding::buffer("reward_scaler", scaler_)},
-        [&](cudaStream_t cs) { record(cs); });
+    graph_.capture(s,
+                   {GraphBinding::buffer("obs", c.obs), GraphBinding::buffer("actions", c.actions),
+                    GraphBinding::buffer("rewards", c.rewards), GraphBinding::buffer("starts", c.starts),
+                    GraphBinding::buffer("initial_state", c.initial_state),
+                    GraphBinding::buffer("advantages", c.advantages), GraphBinding::buffer("next_starts", starts_),
+                    GraphBinding::buffer("reward_scaler", scaler_)},
+                   [&](cudaStream_t cs) { record(cs); });
   }
   graph_.launch(s);
   const size_t n = static_cast<size_t>(chunk_.T) * B_;
-  MAMBARL_CUDA_CHECK(
-      cudaMemcpyAsync(terminated_h_.data(), chunk_.terminated.data(), n, cudaMemcpyDeviceToHost, s));
-  MAMBARL_CUDA_CHECK(
-      cudaMemcpyAsync(truncated_h_.data(), chunk_.truncated.data(), n, cudaMemcpyDeviceToHost, s));
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(terminated_h_.data(), chunk_.terminated.data(), n, cudaMemcpyDeviceToHost, s));
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(truncated_h_.data(), chunk_.truncated.data(), n, cudaMemcpyDeviceToHost, s));
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(episode_return_h_.data(), chunk_.episode_return.data(),
                                      episode_return_h_.bytes(), cudaMemcpyDeviceToHost, s));
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(episode_length_h_.data(), chunk_.episode_length.data(),
@@ -158,20 +146,23 @@ std::vector<float> DeviceRollout::obs() const {
   return copy_to_host(env_->obs(), static_cast<size_t>(B_) * O_, stream());
 }
 
-std::vector<uint8_t> DeviceRollout::starts() const { return copy_to_host(starts_, stream()); }
+std::vector<uint8_t> DeviceRollout::starts() const {
+  return copy_to_host(starts_, stream());
+}
 
 void DeviceRollout::set_starts(const std::vector<uint8_t>& st) {
-  MAMBARL_CHECK(st.size() == starts_.size(),
-                "DeviceRollout: " << st.size() << " episode_start flags for " << B_ << " envs");
+  MAMBARL_CHECK(st.size() == starts_.size(), "DeviceRollout: " << st.size() << " episode_start flags for " << B_ << " envs");
   copy_to_device(starts_.data(), st.data(), st.size(), stream());
 }
 
-std::vector<double> DeviceRollout::reward_scaler_state() const { return copy_to_host(scaler_, stream()); }
+std::vector<double> DeviceRollout::reward_scaler_state() const {
+  return copy_to_host(scaler_, stream());
+}
 
 void DeviceRollout::set_reward_scaler_state(const std::vector<double>& s) {
-  MAMBARL_CHECK(s.size() == scaler_.size(), "DeviceRollout: a reward-scaler state of "
-                                                << s.size() << " values for " << B_ << " envs (want "
-                                                << scaler_.size() << ")");
+  MAMBARL_CHECK(s.size() == scaler_.size(),
+                "DeviceRollout: a reward-scaler state of " << s.size() << " values for " << B_ << " envs (want "
+                                                           << scaler_.size() << ")");
   copy_to_device(scaler_.data(), s.data(), s.size(), stream());
 }
 
