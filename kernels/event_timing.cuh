@@ -1,10 +1,14 @@
-// Device time of each of `reps` back-to-back repetitions of some enqueued
-// work, from CUDA events (the engines' benches: GpuActor::time_steps_us,
-// GpuLearner::time_updates_ms).
+// Device time per repetition of some enqueued work, from CUDA events (the
+// engines' benches: GpuActor::time_steps_us, GpuLearner::time_updates_ms).
 //
-// One event between consecutive repetitions, all enqueued before the first
-// sync: the device runs them back to back, so each interval is one
-// repetition's device time including its share of launch gaps.
+// All repetitions are enqueued back to back before the first sync, with an
+// event after every `group` of them; each group's interval divided by
+// `group` is one sample (its repetitions' device time, launch gaps included).
+// Why groups: event timestamps advance in coarse ticks on some machines (the
+// lent H200 was seen to tick in 8.192 µs steps), so the interval of one
+// 50 µs replay reads as a whole number of ticks and a median of such
+// intervals is off by up to a tick. A group spanning many ticks averages
+// that away; the median over groups still discards outliers.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,11 +20,13 @@
 
 namespace mambarl::cuda {
 
-// enqueue() puts one repetition on `stream`; returns milliseconds per repetition.
+// enqueue() puts one repetition on `stream`; returns `groups` samples, each
+// the mean milliseconds per repetition over `group` consecutive repetitions.
 template <class Enqueue>
-std::vector<double> time_repetitions_ms(cudaStream_t stream, int reps, Enqueue&& enqueue) {
-  MAMBARL_CHECK(reps >= 1, "time_repetitions_ms: reps must be >= 1, got " << reps);
-  std::vector<cudaEvent_t> ev(static_cast<size_t>(reps) + 1, nullptr);
+std::vector<double> time_repetitions_ms(cudaStream_t stream, int groups, int group, Enqueue&& enqueue) {
+  MAMBARL_CHECK(groups >= 1 && group >= 1,
+                "time_repetitions_ms: groups and group must be >= 1, got " << groups << " and " << group);
+  std::vector<cudaEvent_t> ev(static_cast<size_t>(groups) + 1, nullptr);
   struct Events {  // destroyed on every path, a failed check included
     std::vector<cudaEvent_t>& e;
     ~Events() {
@@ -30,16 +36,16 @@ std::vector<double> time_repetitions_ms(cudaStream_t stream, int reps, Enqueue&&
   } guard{ev};
   for (auto& e : ev) MAMBARL_CUDA_CHECK(cudaEventCreate(&e));
   MAMBARL_CUDA_CHECK(cudaEventRecord(ev[0], stream));
-  for (size_t i = 0; i < static_cast<size_t>(reps); ++i) {
-    enqueue();
+  for (size_t i = 0; i < static_cast<size_t>(groups); ++i) {
+    for (int r = 0; r < group; ++r) enqueue();
     MAMBARL_CUDA_CHECK(cudaEventRecord(ev[i + 1], stream));
   }
   MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<double> ms(static_cast<size_t>(reps));
+  std::vector<double> ms(static_cast<size_t>(groups));
   for (size_t i = 0; i < ms.size(); ++i) {
     float t = 0.f;
     MAMBARL_CUDA_CHECK(cudaEventElapsedTime(&t, ev[i], ev[i + 1]));
-    ms[i] = t;
+    ms[i] = static_cast<double>(t) / group;
   }
   return ms;
 }

@@ -54,9 +54,8 @@ size_t pre_smem_bytes(const Mamba1Dims& d, int TB) {
 template <class Wt, int TB>
 __global__ void __launch_bounds__(kPreThreads)
     mamba1_pre_kernel(Mamba1Dims d, Mamba1Weights<Wt> w, int B, const float* __restrict__ h,
-                      const float* __restrict__ xz, const uint8_t* __restrict__ starts,
-                      const float* state_in, float* state_out, size_t stride,
-                      float* __restrict__ act) {
+                      const float* __restrict__ xz, StepFlags flags, const float* state_in, float* state_out,
+                      size_t stride, float* __restrict__ act) {
   pdl_enter();
   extern __shared__ float smem[];
   const int E = d.E, N = d.N, K = d.K, R = d.R, J = R + 2 * N, W = d.act_floats();
@@ -79,14 +78,18 @@ __global__ void __launch_bounds__(kPreThreads)
   __syncthreads();
 
   // Causal depthwise conv over [window, x_t], then the window shifts by one;
-  // silu(z) for the state kernel's gate.
+  // silu(z) for the state kernel's gate. A skipped env's xc is zero (the
+  // phases below then run on zeros) and its window is neither read nor written.
   for (int i = tid; i < nb * E; i += blockDim.x) {
     const int t = i / E, e = i % E, b = b0 + t;
-    const bool start = starts[b] != 0;
+    if (flags.skip(b)) {
+      xs[t * E + e] = 0.f;
+      continue;
+    }
+    const bool start = flags.start(b);
     const float r = rs[t];
     const float* xzb = xz + static_cast<size_t>(b) * 2 * E;
     const float* win_in = state_in + static_cast<size_t>(b) * stride + static_cast<size_t>(E) * N;
-    float* win_out = state_out + static_cast<size_t>(b) * stride + static_cast<size_t>(E) * N;
     float win[kMamba1MaxConv - 1];
 #pragma unroll
     for (int k = 0; k < kMamba1MaxConv - 1; ++k)
@@ -98,10 +101,13 @@ __global__ void __launch_bounds__(kPreThreads)
     for (int k = 0; k < kMamba1MaxConv - 1; ++k)
       if (k < K - 1) acc += __ldg(we + k) * win[k];
     acc += __ldg(we + K - 1) * x;
+    if (state_out) {
+      float* win_out = state_out + static_cast<size_t>(b) * stride + static_cast<size_t>(E) * N;
 #pragma unroll
-    for (int k = 0; k < kMamba1MaxConv - 2; ++k)
-      if (k < K - 2) win_out[static_cast<size_t>(k) * E + e] = win[k + 1];
-    if (K >= 2) win_out[static_cast<size_t>(K - 2) * E + e] = x;
+      for (int k = 0; k < kMamba1MaxConv - 2; ++k)
+        if (k < K - 2) win_out[static_cast<size_t>(k) * E + e] = win[k + 1];
+      if (K >= 2) win_out[static_cast<size_t>(K - 2) * E + e] = x;
+    }
     const float xc = acc * sigmoidf_ref(acc);
     const float z = r * xzb[E + e];
     xs[t * E + e] = xc;
@@ -154,29 +160,30 @@ __global__ void __launch_bounds__(kPreThreads)
 // partials meet in a fixed xor shuffle tree (deterministic).
 template <int VW>
 __global__ void __launch_bounds__(kStateThreads, kStateBlocksPerSm)
-    mamba1_state_kernel(Mamba1Dims d, const float* __restrict__ a, const float* __restrict__ d_skip,
-                        int B, const uint8_t* __restrict__ starts, const float* state_in,
-                        float* state_out, size_t stride, const float* __restrict__ act,
-                        float* __restrict__ gated) {
+    mamba1_state_kernel(Mamba1Dims d, const float* __restrict__ a, const float* __restrict__ d_skip, int B,
+                        StepFlags flags, const float* state_in, float* state_out, size_t stride,
+                        const float* __restrict__ act, float* __restrict__ gated) {
   pdl_enter();
   const int E = d.E, N = d.N;
   const int tid = static_cast<int>(threadIdx.x), q = tid % kStateLanes, g = tid / kStateLanes;
   const size_t rows = static_cast<size_t>(B) * E;
   const size_t r0 = static_cast<size_t>(blockIdx.x) * kStateBlockRows + g;
   // Per row r: i = b * E + e. No early return: the shuffles need every lane
-  // of the warp; a row past the end only skips the memory work (its whole
-  // lane group agrees, so the shuffle tree mixes no invalid partials in).
-  bool valid[kStateRows], start[kStateRows];
+  // of the warp; a row past the end or of a skipped env only skips the
+  // memory work (its whole lane group agrees, so the shuffle tree mixes no
+  // invalid partials in).
+  bool in_range[kStateRows], valid[kStateRows], start[kStateRows];
   int b[kStateRows], e[kStateRows];
   float xc[kStateRows], delta[kStateRows], gate[kStateRows], y[kStateRows];
 #pragma unroll
   for (int r = 0; r < kStateRows; ++r) {
     const size_t i = r0 + static_cast<size_t>(r) * kStateGroups;
-    valid[r] = i < rows;
-    b[r] = valid[r] ? static_cast<int>(i / E) : 0;
-    e[r] = valid[r] ? static_cast<int>(i % E) : 0;
+    in_range[r] = i < rows;
+    b[r] = in_range[r] ? static_cast<int>(i / E) : 0;
+    e[r] = in_range[r] ? static_cast<int>(i % E) : 0;
+    valid[r] = in_range[r] && !flags.skip(b[r]);
     const float* ab = act + static_cast<size_t>(b[r]) * d.act_floats();
-    start[r] = valid[r] && starts[b[r]] != 0;
+    start[r] = valid[r] && flags.start(b[r]);
     xc[r] = valid[r] ? ab[e[r]] : 0.f;
     delta[r] = valid[r] ? ab[E + e[r]] : 0.f;
     gate[r] = valid[r] ? ab[2 * E + e[r]] : 0.f;
@@ -209,16 +216,18 @@ __global__ void __launch_bounds__(kStateThreads, kStateBlocksPerSm)
         nv.v[j] = expf(delta[r] * av.v[j]) * old[r].v[j] + dx * bc.v[j];
         y[r] += nv.v[j] * cc.v[j];
       }
-      store_chunk<VW>(state_out + static_cast<size_t>(b[r]) * stride + static_cast<size_t>(e[r]) * N + n,
-                      nv);
+      if (state_out)
+        store_chunk<VW>(state_out + static_cast<size_t>(b[r]) * stride + static_cast<size_t>(e[r]) * N + n,
+                        nv);
     }
   }
 #pragma unroll
   for (int r = 0; r < kStateRows; ++r) {
 #pragma unroll
     for (int o = 1; o < kStateLanes; o <<= 1) y[r] += __shfl_xor_sync(0xffffffffu, y[r], o);
-    if (valid[r] && q == 0)
-      gated[r0 + static_cast<size_t>(r) * kStateGroups] = (y[r] + __ldg(d_skip + e[r]) * xc[r]) * gate[r];
+    if (in_range[r] && q == 0)
+      gated[r0 + static_cast<size_t>(r) * kStateGroups] =
+          valid[r] ? (y[r] + __ldg(d_skip + e[r]) * xc[r]) * gate[r] : 0.f;
   }
 }
 
@@ -268,48 +277,45 @@ void mamba1_step_configure(const Mamba1Dims& d) {
 }
 
 template <class Wt>
-void mamba1_pre(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h,
-                const float* xz, const uint8_t* starts, const float* state_in, float* state_out,
-                size_t stride, float* act, cudaStream_t stream, bool pdl) {
+void mamba1_pre(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h, const float* xz,
+                StepFlags flags, const float* state_in, float* state_out, size_t stride, float* act,
+                cudaStream_t stream, bool pdl) {
   MAMBARL_CHECK(B > 0, "mamba1 step: batch must be positive, got " << B);
   const int tb = pre_envs(B);
   launch_kernel(pdl, tb == 1 ? mamba1_pre_kernel<Wt, 1> : mamba1_pre_kernel<Wt, kMamba1PreEnvs>,
-                (B + tb - 1) / tb, kPreThreads, pre_smem_bytes(d, tb), stream, d, w, B, h, xz, starts,
+                (B + tb - 1) / tb, kPreThreads, pre_smem_bytes(d, tb), stream, d, w, B, h, xz, flags,
                 state_in, state_out, stride, act);
 }
 
 template <class Wt>
-void mamba1_state(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const uint8_t* starts,
-                  const float* state_in, float* state_out, size_t stride, const float* act,
-                  float* gated, cudaStream_t stream, bool pdl) {
+void mamba1_state(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, StepFlags flags,
+                  const float* state_in, float* state_out, size_t stride, const float* act, float* gated,
+                  cudaStream_t stream, bool pdl) {
   MAMBARL_CHECK(B > 0, "mamba1 step: batch must be positive, got " << B);
   const size_t rows = static_cast<size_t>(B) * d.E;
   const unsigned blocks = static_cast<unsigned>((rows + kStateBlockRows - 1) / kStateBlockRows);
-  launch_kernel(pdl,
-                vector_ok(d, w.a, state_in, state_out, act, stride) ? mamba1_state_kernel<4>
-                                                                    : mamba1_state_kernel<1>,
-                blocks, kStateThreads, 0, stream, d, w.a, w.d_skip, B, starts, state_in, state_out,
-                stride, act, gated);
+  launch_kernel(
+      pdl,
+      vector_ok(d, w.a, state_in, state_out, act, stride) ? mamba1_state_kernel<4> : mamba1_state_kernel<1>,
+      blocks, kStateThreads, 0, stream, d, w.a, w.d_skip, B, flags, state_in, state_out, stride, act, gated);
 }
 
 template <class Wt>
-void mamba1_step(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h,
-                 const float* xz, const uint8_t* starts, const float* state_in, float* state_out,
-                 size_t stride, float* act, float* gated, cudaStream_t stream, bool pdl) {
-  mamba1_pre(d, w, B, h, xz, starts, state_in, state_out, stride, act, stream, pdl);
-  mamba1_state(d, w, B, starts, state_in, state_out, stride, act, gated, stream, pdl);
+void mamba1_step(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h, const float* xz,
+                 StepFlags flags, const float* state_in, float* state_out, size_t stride, float* act,
+                 float* gated, cudaStream_t stream, bool pdl) {
+  mamba1_pre(d, w, B, h, xz, flags, state_in, state_out, stride, act, stream, pdl);
+  mamba1_state(d, w, B, flags, state_in, state_out, stride, act, gated, stream, pdl);
 }
 
-#define MAMBARL_MAMBA1_INSTANTIATE(Wt)                                                              \
-  template void mamba1_pre<Wt>(const Mamba1Dims&, const Mamba1Weights<Wt>&, int, const float*,     \
-                               const float*, const uint8_t*, const float*, float*, size_t, float*, \
-                               cudaStream_t, bool);                                               \
-  template void mamba1_state<Wt>(const Mamba1Dims&, const Mamba1Weights<Wt>&, int, const uint8_t*, \
-                                 const float*, float*, size_t, const float*, float*, cudaStream_t,  \
-                                 bool);                                                             \
-  template void mamba1_step<Wt>(const Mamba1Dims&, const Mamba1Weights<Wt>&, int, const float*,    \
-                                const float*, const uint8_t*, const float*, float*, size_t, float*, \
-                                float*, cudaStream_t, bool);
+#define MAMBARL_MAMBA1_INSTANTIATE(Wt)                                                                       \
+  template void mamba1_pre<Wt>(const Mamba1Dims&, const Mamba1Weights<Wt>&, int, const float*, const float*, \
+                               StepFlags, const float*, float*, size_t, float*, cudaStream_t, bool);         \
+  template void mamba1_state<Wt>(const Mamba1Dims&, const Mamba1Weights<Wt>&, int, StepFlags, const float*,  \
+                                 float*, size_t, const float*, float*, cudaStream_t, bool);                  \
+  template void mamba1_step<Wt>(const Mamba1Dims&, const Mamba1Weights<Wt>&, int, const float*,              \
+                                const float*, StepFlags, const float*, float*, size_t, float*, float*,       \
+                                cudaStream_t, bool);
 MAMBARL_MAMBA1_INSTANTIATE(float)
 MAMBARL_MAMBA1_INSTANTIATE(__nv_bfloat16)
 #undef MAMBARL_MAMBA1_INSTANTIATE

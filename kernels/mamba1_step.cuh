@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "kernels/rng.hpp"  // MAMBARL_HD
+#include "kernels/step_flags.cuh"
 
 namespace mambarl::cuda {
 
@@ -73,22 +74,23 @@ void mamba1_step_configure(const Mamba1Dims& d);
 // launch (kernels/launch.cuh).
 //   h       (B, D)                the layer's input (residual stream)
 //   xz      (B, 2E)               (W_in ⊙ w_norm) h
-//   starts  (B)                   episode_start flags
-//   state   env b's layer slice at state_in/out + b * stride; in place when equal
+//   flags   episode starts, and the envs to step (kernels/step_flags.cuh)
+//   state   env b's layer slice at state_in/out + b * stride; in place when
+//           equal; state_out null: a peek, the new state is not stored
 //   act     (B, d.act_floats())   scratch between the two kernels
 //   gated   (B, E)                out_proj input
 template <class Wt>
-void mamba1_pre(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h,
-                const float* xz, const uint8_t* starts, const float* state_in, float* state_out,
-                size_t stride, float* act, cudaStream_t stream, bool pdl = false);
+void mamba1_pre(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h, const float* xz,
+                StepFlags flags, const float* state_in, float* state_out, size_t stride, float* act,
+                cudaStream_t stream, bool pdl = false);
 template <class Wt>
-void mamba1_state(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const uint8_t* starts,
-                  const float* state_in, float* state_out, size_t stride, const float* act,
-                  float* gated, cudaStream_t stream, bool pdl = false);
+void mamba1_state(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, StepFlags flags,
+                  const float* state_in, float* state_out, size_t stride, const float* act, float* gated,
+                  cudaStream_t stream, bool pdl = false);
 
 template <class Wt>
-void mamba1_step(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h,
-                 const float* xz, const uint8_t* starts, const float* state_in, float* state_out,
-                 size_t stride, float* act, float* gated, cudaStream_t stream, bool pdl = false);
+void mamba1_step(const Mamba1Dims& d, const Mamba1Weights<Wt>& w, int B, const float* h, const float* xz,
+                 StepFlags flags, const float* state_in, float* state_out, size_t stride, float* act,
+                 float* gated, cudaStream_t stream, bool pdl = false);
 
 }  // namespace mambarl::cuda

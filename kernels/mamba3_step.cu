@@ -95,19 +95,23 @@ __device__ __forceinline__ float biased_rotated(const float* raw, const float* n
 template <int VW>
 __global__ void __launch_bounds__(kMaxThreads)
     mamba3_step_kernel(Mamba3Dims d, Mamba3Weights w, const float* __restrict__ h,
-                       const float* __restrict__ zx, const uint8_t* __restrict__ starts,
-                       const float* state_in, float* state_out, size_t stride,
-                       float* __restrict__ gated) {
+                       const float* __restrict__ zx, StepFlags flags, const float* state_in, float* state_out,
+                       size_t stride, float* __restrict__ gated) {
   pdl_enter();
+  if (flags.skip(static_cast<int>(blockIdx.x))) {  // the whole block is one env
+    for (int e = threadIdx.x; e < d.E; e += blockDim.x)
+      gated[static_cast<size_t>(blockIdx.x) * d.E + e] = 0.f;
+    return;
+  }
   extern __shared__ float smem[];
   const Smem s = carve(smem, d);
   const int b = blockIdx.x, E = d.E, N = d.N, P = d.P, H = d.H, G = d.G, Na = d.Na;
   const int HN = H * N, HA = H * Na, heads_per_group = H / G;
   const int o_x = E, o_b = 2 * E, o_c = o_b + G * N, o_dt = o_c + G * N, o_a = o_dt + H,
             o_lam = o_a + H, o_th = o_lam + H;
-  const bool start = starts[b] != 0;
+  const bool start = flags.start(b);
   const float* st_in = state_in + static_cast<size_t>(b) * stride;  // S (H, P, N)
-  float* st_out = state_out + static_cast<size_t>(b) * stride;
+  float* st_out = state_out ? state_out + static_cast<size_t>(b) * stride : nullptr;  // null: a peek
   const size_t kp_off = static_cast<size_t>(E) * N, vp_off = kp_off + HN, phi_off = vp_off + E;
 
   // The first tile of S is independent of everything below: start its loads now.
@@ -151,7 +155,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     const float rate = kPiF * tanhf(r * zxb[o_th + i % Na]);
     const float v = (start ? 0.f : st_in[phi_off + i]) + rate * s.dt[i / Na];
     const float wrapped = v - kTwoPiF * floorf(v / kTwoPiF);
-    st_out[phi_off + i] = wrapped;
+    if (st_out) st_out[phi_off + i] = wrapped;
     s.cos[i] = cosf(wrapped);
     s.sin[i] = sinf(wrapped);
   }
@@ -167,8 +171,10 @@ __global__ void __launch_bounds__(kMaxThreads)
     s.q[i] = biased_rotated(s.craw + g * N, w.c_norm, s.crs[g], w.c_bias + hh * N, n, Na, co, si);
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < HN; i += blockDim.x) st_out[kp_off + i] = s.k[i];
-  for (int e = threadIdx.x; e < E; e += blockDim.x) st_out[vp_off + e] = s.x[e];
+  if (st_out) {
+    for (int i = threadIdx.x; i < HN; i += blockDim.x) st_out[kp_off + i] = s.k[i];
+    for (int e = threadIdx.x; e < E; e += blockDim.x) st_out[vp_off + e] = s.x[e];
+  }
 
   const Mamba3RowOp op{s.alpha, s.beta, s.gamma, s.vp, s.x, s.kp, s.k, s.q, P, N};
   rows.run(st_in, st_out, start, op, s.part, s.y);
@@ -231,15 +237,15 @@ void mamba3_step_configure(const Mamba3Dims& d) {
   set_smem_limit<4>(bytes);
 }
 
-void mamba3_step(const Mamba3Dims& d, const Mamba3Weights& w, int B, const float* h,
-                 const float* zx, const uint8_t* starts, const float* state_in, float* state_out,
-                 size_t stride, float* gated, cudaStream_t stream, bool pdl) {
+void mamba3_step(const Mamba3Dims& d, const Mamba3Weights& w, int B, const float* h, const float* zx,
+                 StepFlags flags, const float* state_in, float* state_out, size_t stride, float* gated,
+                 cudaStream_t stream, bool pdl) {
   MAMBARL_CHECK(B > 0, "mamba3 step: batch must be positive, got " << B);
   const int vw = vector_width(d, state_in, state_out, stride);
   const int threads = threads_for(d, vw);
   const size_t smem = smem_bytes(d, threads);
-  launch_kernel(pdl, vw == 4 ? mamba3_step_kernel<4> : mamba3_step_kernel<1>, B, threads, smem,
-                stream, d, w, h, zx, starts, state_in, state_out, stride, gated);
+  launch_kernel(pdl, vw == 4 ? mamba3_step_kernel<4> : mamba3_step_kernel<1>, B, threads, smem, stream, d, w,
+                h, zx, flags, state_in, state_out, stride, gated);
 }
 
 }  // namespace mambarl::cuda

@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/step_flags.cuh"
+
 namespace mambarl::cuda {
 
 struct Mamba3Dims {
@@ -41,12 +43,13 @@ void mamba3_step_configure(const Mamba3Dims& d);
 
 //   h       (B, D)              the layer's input (residual stream)
 //   zx      (B, d.in_rows())    (W_in ⊙ w_norm) h
-//   starts  (B)                 episode_start flags
-//   state   env b's layer slice at state_in/out + b * stride; in place when equal
+//   flags   episode starts, and the envs to step (kernels/step_flags.cuh)
+//   state   env b's layer slice at state_in/out + b * stride; in place when
+//           equal; state_out null: a peek, the new state is not stored
 //   gated   (B, E)              out_proj input
 //   pdl     programmatic dependent launch (kernels/launch.cuh)
-void mamba3_step(const Mamba3Dims& d, const Mamba3Weights& w, int B, const float* h,
-                 const float* zx, const uint8_t* starts, const float* state_in, float* state_out,
-                 size_t stride, float* gated, cudaStream_t stream, bool pdl = false);
+void mamba3_step(const Mamba3Dims& d, const Mamba3Weights& w, int B, const float* h, const float* zx,
+                 StepFlags flags, const float* state_in, float* state_out, size_t stride, float* gated,
+                 cudaStream_t stream, bool pdl = false);
 
 }  // namespace mambarl::cuda

@@ -92,7 +92,7 @@ class StateRows {
   }
 
   // Runs every tile (the first one already loaded): new = op.step(row, n0,
-  // old) is stored to out, and y[row] (shared, rows) gets Σ op.dot(row, n0,
+  // old) is stored to out (unless out is null: a peek), and y[row] (shared, rows) gets Σ op.dot(row, n0,
   // new) over the row's chunks. Ends with a barrier, so y is visible.
   template <class Op>
   __device__ void run(const float* in, float* out, bool start, const Op& op, float* part,
@@ -104,7 +104,7 @@ class StateRows {
         int row, n0;
         if (locate(u, r0, row, n0)) {
           const Chunk<VW> nv = op.template step<VW>(row, n0, held_[u]);
-          store_chunk<VW>(out + static_cast<size_t>(row) * n_ + n0, nv);
+          if (out) store_chunk<VW>(out + static_cast<size_t>(row) * n_ + n0, nv);
           part[u * blockDim.x + threadIdx.x] = op.template dot<VW>(row, n0, nv);
         }
       }

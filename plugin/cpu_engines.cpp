@@ -37,7 +37,9 @@ class CpuActorRole final : public ActorRole {
     std::copy(logp_.begin(), logp_.end(), logp);
     std::copy(values_.begin(), values_.end(), values);
   }
-  void peek_values(const float* obs, float* values) override { a_.peek_values(obs, values); }
+  // Every env: the CPU runner peeks only on steps with a truncation, where
+  // one batched forward costs about what a gather of the few needed envs would.
+  void peek_values(const float* obs, const uint8_t*, float* values) override { a_.peek_values(obs, values); }
   // A memory-less policy (mlp) has no state: memcpy must not see its null pointers.
   void get_state(float* state) override {
     if (!a_.state().empty()) std::memcpy(state, a_.state().data(), a_.state().size() * sizeof(float));
@@ -52,7 +54,7 @@ class CpuActorRole final : public ActorRole {
   void enqueue_act(void*, const float*, const uint8_t*, float*, float*, float*) override {
     throw UnsupportedError(no_device("actor_enqueue_act"));
   }
-  void enqueue_peek_values(void*, const float*, float*) override {
+  void enqueue_peek_values(void*, const float*, const uint8_t*, float*) override {
     throw UnsupportedError(no_device("actor_enqueue_peek_values"));
   }
   void enqueue_get_state(void*, float*) override {

@@ -26,7 +26,9 @@ class GpuActorRole final : public ActorRole {
   }
   void act_begin(const float* obs, const uint8_t* starts) override { a_.act_begin(obs, starts); }
   void act_end(float* actions, float* logp, float* values) override { a_.act_end(actions, logp, values); }
-  void peek_values(const float* obs, float* values) override { a_.peek_values(obs, values); }
+  void peek_values(const float* obs, const uint8_t* needed, float* values) override {
+    a_.peek_values(obs, needed, values);
+  }
   void get_state(float* state) override {
     const std::vector<float> s = a_.state();  // (B, state_size)
     std::copy(s.begin(), s.end(), state);
@@ -43,8 +45,8 @@ class GpuActorRole final : public ActorRole {
                    float* values) override {
     a_.enqueue_act(static_cast<cudaStream_t>(stream), obs, starts, actions, logp, values);
   }
-  void enqueue_peek_values(void* stream, const float* obs, float* values) override {
-    a_.enqueue_peek_values(static_cast<cudaStream_t>(stream), obs, values);
+  void enqueue_peek_values(void* stream, const float* obs, const uint8_t* needed, float* values) override {
+    a_.enqueue_peek_values(static_cast<cudaStream_t>(stream), obs, needed, values);
   }
   void enqueue_get_state(void* stream, float* state) override {
     a_.enqueue_state(static_cast<cudaStream_t>(stream), state);

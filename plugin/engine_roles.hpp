@@ -57,7 +57,9 @@ class ActorRole {
   // exactly one end per begin, no other call in between.
   virtual void act_begin(const float* obs, const uint8_t* episode_start) = 0;
   virtual void act_end(float* actions, float* logp, float* values) = 0;
-  virtual void peek_values(const float* obs, float* values) = 0;  // state and Rngs unchanged
+  // V(obs), state and Rngs unchanged; needed (B) or null (every env): the
+  // envs whose value is wanted, the others' values are unspecified.
+  virtual void peek_values(const float* obs, const uint8_t* needed, float* values) = 0;
   virtual void get_state(float* state) = 0;                       // (B, state_size) host
   virtual void set_state(const float* state) = 0;
   virtual void get_rngs(Rng* rngs) = 0;  // (B) host
@@ -69,7 +71,7 @@ class ActorRole {
   // not on a GPU throws UnsupportedError.
   virtual void enqueue_act(void* stream, const float* obs, const uint8_t* episode_start, float* actions,
                            float* logp, float* values) = 0;
-  virtual void enqueue_peek_values(void* stream, const float* obs, float* values) = 0;
+  virtual void enqueue_peek_values(void* stream, const float* obs, const uint8_t* needed, float* values) = 0;
   virtual void enqueue_get_state(void* stream, float* state) = 0;  // (B, state_size)
 };
 

@@ -20,8 +20,9 @@
 extern "C" {
 #endif
 
-#define MAMBARL_PLUGIN_ABI_VERSION 4u  /* 2: env factories; 3: dtype in create args, MAMBARL_UNSUPPORTED;
-                                          4: split-phase and device-enqueued actor steps, device chunks */
+#define MAMBARL_PLUGIN_ABI_VERSION 5u  /* 2: env factories; 3: dtype in create args, MAMBARL_UNSUPPORTED;
+                                          4: split-phase and device-enqueued actor steps, device chunks;
+                                          5: peeks take the envs whose value is needed */
 #define MAMBARL_PLUGIN_ENTRY "mambarl_plugin_register"
 
 #if defined(__GNUC__)
@@ -146,8 +147,12 @@ typedef struct mambarl_policy_vtable {
    * obs (B, obs_dim) f32, episode_start (B) u8 -> actions (B, act_width), logp (B), values (B) f32 */
   mambarl_status (*actor_act)(mambarl_actor* a, mambarl_tensor obs, mambarl_tensor episode_start,
                               mambarl_tensor actions, mambarl_tensor logp, mambarl_tensor values);
-  /* V(obs) from the current state, leaving the state unchanged (bootstrap on truncation). */
-  mambarl_status (*actor_peek_values)(mambarl_actor* a, mambarl_tensor obs, mambarl_tensor values);
+  /* V(obs) from the current state, leaving the state unchanged (bootstrap on truncation).
+   * needed (B) u8 on obs's device: values[b] is wanted where needed[b] != 0,
+   * the others are left unspecified (finite), so an engine may skip them; a
+   * view with data NULL and ndim 0 stands for every env. */
+  mambarl_status (*actor_peek_values)(mambarl_actor* a, mambarl_tensor obs, mambarl_tensor needed,
+                                      mambarl_tensor values);
   mambarl_status (*actor_get_state)(mambarl_actor* a, mambarl_tensor state /* (B, state_size) f32 */);
   mambarl_status (*actor_set_state)(mambarl_actor* a, mambarl_tensor state);
   mambarl_status (*actor_set_weights)(mambarl_actor* a, mambarl_tensor weights, int64_t version);
@@ -179,7 +184,7 @@ typedef struct mambarl_policy_vtable {
                                       mambarl_tensor episode_start, mambarl_tensor actions,
                                       mambarl_tensor logp, mambarl_tensor values);
   mambarl_status (*actor_enqueue_peek_values)(mambarl_actor* a, void* stream, mambarl_tensor obs,
-                                              mambarl_tensor values);
+                                              mambarl_tensor needed, mambarl_tensor values);
   mambarl_status (*actor_enqueue_get_state)(mambarl_actor* a, void* stream,
                                             mambarl_tensor state /* (B, state_size) f32 */);
 } mambarl_policy_vtable;

@@ -325,8 +325,10 @@ void ActorHandle::act(const float* obs, const uint8_t* starts, float* actions, f
         "actor_act");
 }
 
-void ActorHandle::peek_values(const float* obs, float* values) {
-  check(vt_->actor_peek_values(a_, view_f32(obs, {B_, obs_dim_}), view_f32(values, {B_})), "actor_peek_values");
+void ActorHandle::peek_values(const float* obs, const uint8_t* needed, float* values) {
+  check(vt_->actor_peek_values(a_, view_f32(obs, {B_, obs_dim_}),
+                               needed ? view_u8(needed, {B_}) : absent_view(), view_f32(values, {B_})),
+        "actor_peek_values");
 }
 
 void ActorHandle::reset(const uint8_t* mask) { check(vt_->actor_reset(a_, view_u8(mask, {B_})), "actor_reset"); }
@@ -376,8 +378,9 @@ void ActorHandle::enqueue_act(void* stream, const float* obs, const uint8_t* sta
         "actor_enqueue_act");
 }
 
-void ActorHandle::enqueue_peek_values(void* stream, const float* obs, float* values) {
+void ActorHandle::enqueue_peek_values(void* stream, const float* obs, const uint8_t* needed, float* values) {
   check(vt_->actor_enqueue_peek_values(a_, stream, view_f32(obs, {B_, obs_dim_}, kDeviceCuda),
+                                       needed ? view_u8(needed, {B_}, kDeviceCuda) : absent_view(),
                                        view_f32(values, {B_}, kDeviceCuda)),
         "actor_enqueue_peek_values");
 }

@@ -119,7 +119,9 @@ class ActorHandle {
   int num_envs() const { return B_; }
   // obs (B, obs_dim), starts (B) -> actions (B, act_width), logp (B), values (B)
   void act(const float* obs, const uint8_t* starts, float* actions, float* logp, float* values);
-  void peek_values(const float* obs, float* values);  // (B, obs_dim) -> (B); state unchanged
+  // (B, obs_dim) -> (B); state unchanged. needed (B) or null (every env): the
+  // envs whose value is wanted; the others' values are unspecified.
+  void peek_values(const float* obs, const uint8_t* needed, float* values);
   void reset(const uint8_t* mask);                    // (B)
   void get_state(std::vector<float>& state);          // resized to (B, state_size)
   void set_state(const std::vector<float>& state);
@@ -141,7 +143,7 @@ class ActorHandle {
   // after enqueue_*, synchronise `stream` (they do not wait for it).
   void enqueue_act(void* stream, const float* obs, const uint8_t* starts, float* actions, float* logp,
                    float* values);
-  void enqueue_peek_values(void* stream, const float* obs, float* values);
+  void enqueue_peek_values(void* stream, const float* obs, const uint8_t* needed, float* values);
   void enqueue_get_state(void* stream, float* state);  // (B, state_size)
 
  private:

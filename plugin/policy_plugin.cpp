@@ -474,12 +474,15 @@ mambarl_status actor_act(mambarl_actor* a, mambarl_tensor obs, mambarl_tensor st
   });
 }
 
-mambarl_status actor_peek_values(mambarl_actor* a, mambarl_tensor obs, mambarl_tensor values) {
+mambarl_status actor_peek_values(mambarl_actor* a, mambarl_tensor obs, mambarl_tensor needed,
+                                 mambarl_tensor values) {
   return guarded(a, [&](mambarl_actor& s) {
     check_idle(s, "actor_peek_values");
     check_view("actor_peek_values: obs", obs, kF32, kCpu, {s.B, s.obs_dim});
+    if (view_given(needed)) check_view("actor_peek_values: needed", needed, kU8, kCpu, {s.B});
     check_view("actor_peek_values: values", values, kF32, kCpu, {s.B});
-    s.actor->peek_values(static_cast<const float*>(obs.data), static_cast<float*>(values.data));
+    s.actor->peek_values(static_cast<const float*>(obs.data), static_cast<const uint8_t*>(needed.data),
+                         static_cast<float*>(values.data));
   });
 }
 
@@ -571,13 +574,14 @@ mambarl_status actor_enqueue_act(mambarl_actor* a, void* stream, mambarl_tensor 
 }
 
 mambarl_status actor_enqueue_peek_values(mambarl_actor* a, void* stream, mambarl_tensor obs,
-                                         mambarl_tensor values) {
+                                         mambarl_tensor needed, mambarl_tensor values) {
   return guarded(a, [&](mambarl_actor& s) {
     check_idle(s, "actor_enqueue_peek_values");
     check_view("actor_enqueue_peek_values: obs", obs, kF32, kCuda, {s.B, s.obs_dim});
+    if (view_given(needed)) check_view("actor_enqueue_peek_values: needed", needed, kU8, kCuda, {s.B});
     check_view("actor_enqueue_peek_values: values", values, kF32, kCuda, {s.B});
     s.actor->enqueue_peek_values(stream, static_cast<const float*>(obs.data),
-                                 static_cast<float*>(values.data));
+                                 static_cast<const uint8_t*>(needed.data), static_cast<float*>(values.data));
   });
 }
 

@@ -92,6 +92,12 @@ inline int64_t numel(const mambarl_tensor& t) {
   return n;
 }
 
+// An optional argument that is not given: data NULL and ndim 0.
+inline mambarl_tensor absent_view() {
+  return mambarl_tensor{nullptr, MAMBARL_DTYPE_U8, MAMBARL_DEVICE_CPU, 0, {}};
+}
+inline bool view_given(const mambarl_tensor& t) { return !(t.data == nullptr && t.ndim == 0); }
+
 // Throws Error unless `t` is a `dtype` tensor on `device` with exactly `dims`,
 // e.g. "actor_act: obs has shape (8, 3), expected (8, 4)". `what` names the
 // function and the argument. A null pointer passes only for zero elements.

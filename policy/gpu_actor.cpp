@@ -67,17 +67,17 @@ struct GpuActor::Impl {
   std::vector<Rng> initial_rngs;  // (B)
 
   CudaStream stream;
-  DeviceBuffer<float> params, derived, state, peek_state;  // peek_state: a peek's discarded new state
-  DeviceBuffer<bf16> derived_h;                            // bf16 shadows, bf16 actors only
+  DeviceBuffer<float> params, derived, state;
+  DeviceBuffer<bf16> derived_h;  // bf16 shadows, bf16 actors only
   DeviceBuffer<Rng> rngs;
   DeviceBuffer<float> h, proj, gated;      // (B, D), (B, max in_rows), (B, max E)
   DeviceBuffer<float> act;                 // (B, max Mamba1Dims::act_floats) mamba1 scratch
   size_t obs_bytes = 0;
-  PinnedBuffer<uint8_t> in_host;           // [obs f32 (B, obs_dim)][episode_start u8 (B)]
+  PinnedBuffer<uint8_t> in_host;  // [obs f32 (B, obs_dim)][flags u8 (B)]: episode_start, or a peek's needed
   DeviceBuffer<uint8_t> in_dev;
   PinnedBuffer<float> out_host;            // [actions (B, act_width)][logp (B)][values (B)]
   DeviceBuffer<float> out_dev;
-  DeviceBuffer<uint8_t> zero_flags, mask;  // (B) each
+  DeviceBuffer<uint8_t> mask;  // (B) reset()'s
   std::vector<LayerPlan> layers;
   cuda::HeadDims head_dims;
   cuda::HeadWeights head_w;
@@ -94,8 +94,8 @@ struct GpuActor::Impl {
   void plan_layers(const PolicyConfig& cfg);
   void derive_weights();
   void load_weights(const float* w, size_t n, cudaMemcpyKind kind, long long v);
-  std::vector<GraphBinding> bindings(bool peek) const;
-  void record_kernels(cudaStream_t s, bool peek, bool pdl);
+  std::vector<GraphBinding> bindings() const;
+  void record_kernels(cudaStream_t s, bool peek, const uint8_t* needed, bool pdl);
   void record(cudaStream_t s, bool peek, bool pdl);
   void run(bool peek);
   void sync() const { MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream.get())); }
@@ -226,9 +226,6 @@ GpuActor::Impl::Impl(std::shared_ptr<const ActorCritic<float>> m, const PolicyCo
   }
   state = DeviceBuffer<float>(std::max<size_t>(Bz * S, 1));
   MAMBARL_CUDA_CHECK(cudaMemset(state.data(), 0, state.bytes()));
-  // Here, not at the first peek: enqueue_peek_values may be captured into a
-  // caller's graph, where allocating is not allowed.
-  peek_state = DeviceBuffer<float>(state.size());
   h = DeviceBuffer<float>(Bz * D);
   proj = DeviceBuffer<float>(Bz * max_rows);
   gated = DeviceBuffer<float>(Bz * max_e);
@@ -239,8 +236,6 @@ GpuActor::Impl::Impl(std::shared_ptr<const ActorCritic<float>> m, const PolicyCo
   in_dev = DeviceBuffer<uint8_t>(obs_bytes + Bz);
   out_host = PinnedBuffer<float>(Bz * (act_width + 2));
   out_dev = DeviceBuffer<float>(Bz * (act_width + 2));
-  zero_flags = DeviceBuffer<uint8_t>(Bz);
-  MAMBARL_CUDA_CHECK(cudaMemset(zero_flags.data(), 0, zero_flags.bytes()));
   mask = DeviceBuffer<uint8_t>(Bz);
 
   obs_w = param("obs_proj.weight", {D, obs_dim});
@@ -268,7 +263,7 @@ GpuActor::Impl::Impl(std::shared_ptr<const ActorCritic<float>> m, const PolicyCo
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(rngs.data(), initial_rngs.data(), rngs.bytes(),
                                      cudaMemcpyHostToDevice, stream.get()));
   sync();
-  step_graph.capture(stream.get(), bindings(false), [this](cudaStream_t s) { record(s, false, false); });
+  step_graph.capture(stream.get(), bindings(), [this](cudaStream_t s) { record(s, false, false); });
 }
 
 void GpuActor::Impl::derive_weights() {
@@ -293,8 +288,8 @@ void GpuActor::Impl::load_weights(const float* w, size_t n, cudaMemcpyKind kind,
   version = v;
 }
 
-std::vector<GraphBinding> GpuActor::Impl::bindings(bool peek) const {
-  std::vector<GraphBinding> b = {
+std::vector<GraphBinding> GpuActor::Impl::bindings() const {
+  return {
       GraphBinding::value("batch", B),
       GraphBinding::buffer("params", params),
       GraphBinding::buffer("derived weights", derived),
@@ -310,39 +305,35 @@ std::vector<GraphBinding> GpuActor::Impl::bindings(bool peek) const {
       GraphBinding::buffer("pinned output", out_host),
       GraphBinding::buffer("device output", out_dev),
   };
-  if (peek) {
-    b.push_back(GraphBinding::buffer("peek state", peek_state));
-    b.push_back(GraphBinding::buffer("zero flags", zero_flags));
-  }
-  return b;
 }
 
-// The step's kernels on s, from the inputs in in_dev to the outputs in
+// The step's kernels on s, from the obs in in_dev to the outputs in
 // out_dev; the one launch sequence behind both the actor's own step (record)
-// and the caller-stream enqueue_* calls. A peek reads the state and writes
-// the step's new state into peek_state (which is discarded), with no episode
-// starts and no sampling. pdl: every kernel but the first (whose predecessor
-// is a copy into in_dev) is launched with programmatic dependent launch.
-void GpuActor::Impl::record_kernels(cudaStream_t s, bool peek, bool pdl) {
+// and the caller-stream enqueue_* calls. A step resets the envs whose
+// episode_start flag (in_dev, after the obs) is set and advances the state in
+// place; a peek steps only the `needed` envs (null: all), stores no state and
+// samples nothing. pdl: every kernel but the first (whose predecessor is a
+// copy into in_dev) is launched with programmatic dependent launch.
+void GpuActor::Impl::record_kernels(cudaStream_t s, bool peek, const uint8_t* needed, bool pdl) {
   const float* obs = reinterpret_cast<const float*>(in_dev.data());
-  const uint8_t* starts = peek ? zero_flags.data() : in_dev.data() + obs_bytes;
-  float* state_out = peek ? peek_state.data() : state.data();
+  const cuda::StepFlags flags =
+      peek ? cuda::StepFlags{nullptr, needed} : cuda::StepFlags{in_dev.data() + obs_bytes};
+  float* state_out = peek ? nullptr : state.data();
   cuda::linear_small(B, obs_dim, D, obs, obs_w, obs_b, h.data(), s);
   for (const auto& p : layers) {
     const float* st_in = state.data() + p.state_off;
-    float* st_out = state_out + p.state_off;
+    float* st_out = state_out ? state_out + p.state_off : nullptr;
     if (bf16_weights)
       cuda::linear_rows(B, D, p.in_rows, h.data(), p.in_w_h, 0.f, proj.data(), s, pdl);
     else
       cuda::linear_rows(B, D, p.in_rows, h.data(), p.in_w_folded, 0.f, proj.data(), s, pdl);
     if (p.mamba3)
-      cuda::mamba3_step(p.m3, p.w3, B, h.data(), proj.data(), starts, st_in, st_out, S, gated.data(), s,
-                        pdl);
+      cuda::mamba3_step(p.m3, p.w3, B, h.data(), proj.data(), flags, st_in, st_out, S, gated.data(), s, pdl);
     else if (bf16_weights)
-      cuda::mamba1_step(p.m1, p.w1h, B, h.data(), proj.data(), starts, st_in, st_out, S, act.data(),
+      cuda::mamba1_step(p.m1, p.w1h, B, h.data(), proj.data(), flags, st_in, st_out, S, act.data(),
                         gated.data(), s, pdl);
     else
-      cuda::mamba1_step(p.m1, p.w1, B, h.data(), proj.data(), starts, st_in, st_out, S, act.data(),
+      cuda::mamba1_step(p.m1, p.w1, B, h.data(), proj.data(), flags, st_in, st_out, S, act.data(),
                         gated.data(), s, pdl);
     // h += W_out gated: the residual add is the GEMM's beta = 1.
     if (bf16_weights)
@@ -356,11 +347,11 @@ void GpuActor::Impl::record_kernels(cudaStream_t s, bool peek, bool pdl) {
 
 // Everything one own-stream step enqueues on s (captured once, or run
 // eagerly): the H2D copy of the pinned inputs, the kernels, the D2H copy of
-// the outputs (a peek: obs in, values out).
+// the outputs (a peek: obs and needed flags in, values out).
 void GpuActor::Impl::record(cudaStream_t s, bool peek, bool pdl) {
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(in_dev.data(), in_host.data(), peek ? obs_bytes : in_dev.bytes(),
-                                     cudaMemcpyHostToDevice, s));
-  record_kernels(s, peek, pdl);
+  MAMBARL_CUDA_CHECK(
+      cudaMemcpyAsync(in_dev.data(), in_host.data(), in_dev.bytes(), cudaMemcpyHostToDevice, s));
+  record_kernels(s, peek, peek ? in_dev.data() + obs_bytes : nullptr, pdl);
   if (peek)
     MAMBARL_CUDA_CHECK(cudaMemcpyAsync(out_host.data() + (out_values() - out_dev.data()), out_values(),
                                        static_cast<size_t>(B) * sizeof(float),
@@ -378,8 +369,7 @@ void GpuActor::Impl::run(bool peek) {
   const bool pdl = mode == Launch::graph_pdl;
   CudaGraph& g = pdl ? (peek ? peek_graph_pdl : step_graph_pdl) : (peek ? peek_graph : step_graph);
   if (!g.captured())
-    g.capture(stream.get(), bindings(peek),
-              [this, peek, pdl](cudaStream_t s) { record(s, peek, pdl); });
+    g.capture(stream.get(), bindings(), [this, peek, pdl](cudaStream_t s) { record(s, peek, pdl); });
   g.launch(stream.get());
 }
 
@@ -437,9 +427,14 @@ void GpuActor::act_end(float* actions, float* logp, float* values) {
   std::memcpy(values, out + Bz * (m.act_width + 1), Bz * sizeof(float));
 }
 
-void GpuActor::peek_values(const float* obs, float* values) {
+void GpuActor::peek_values(const float* obs, const uint8_t* needed, float* values) {
   Impl& m = *impl_;
   std::memcpy(m.in_host.data(), obs, m.obs_bytes);
+  uint8_t* flags = m.in_host.data() + m.obs_bytes;
+  if (needed)
+    std::memcpy(flags, needed, static_cast<size_t>(m.B));
+  else
+    std::memset(flags, 1, static_cast<size_t>(m.B));
   m.run(true);
   m.sync();
   std::memcpy(values, m.out_host.data() + static_cast<size_t>(m.B) * (m.act_width + 1),
@@ -456,7 +451,7 @@ void GpuActor::enqueue_act(cudaStream_t s, const float* obs, const uint8_t* epis
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(m.in_dev.data(), obs, m.obs_bytes, cudaMemcpyDeviceToDevice, s));
   MAMBARL_CUDA_CHECK(
       cudaMemcpyAsync(m.in_dev.data() + m.obs_bytes, episode_start, Bz, cudaMemcpyDeviceToDevice, s));
-  m.record_kernels(s, false, m.mode == Launch::graph_pdl);
+  m.record_kernels(s, false, nullptr, m.mode == Launch::graph_pdl);
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(actions, m.out_actions(), Bz * m.act_width * sizeof(float),
                                      cudaMemcpyDeviceToDevice, s));
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(logp, m.out_logp(), Bz * sizeof(float), cudaMemcpyDeviceToDevice, s));
@@ -464,10 +459,10 @@ void GpuActor::enqueue_act(cudaStream_t s, const float* obs, const uint8_t* epis
       cudaMemcpyAsync(values, m.out_values(), Bz * sizeof(float), cudaMemcpyDeviceToDevice, s));
 }
 
-void GpuActor::enqueue_peek_values(cudaStream_t s, const float* obs, float* values) {
+void GpuActor::enqueue_peek_values(cudaStream_t s, const float* obs, const uint8_t* needed, float* values) {
   Impl& m = *impl_;
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(m.in_dev.data(), obs, m.obs_bytes, cudaMemcpyDeviceToDevice, s));
-  m.record_kernels(s, true, m.mode == Launch::graph_pdl);
+  m.record_kernels(s, true, needed, m.mode == Launch::graph_pdl);
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(values, m.out_values(), static_cast<size_t>(m.B) * sizeof(float),
                                      cudaMemcpyDeviceToDevice, s));
 }
@@ -505,9 +500,9 @@ void GpuActor::set_rngs(const Rng* r, size_t n) {
   copy_to_device(m.rngs.data(), r, n, m.stream.get());
 }
 
-std::vector<double> GpuActor::time_steps_us(int reps) {
+std::vector<double> GpuActor::time_steps_us(int groups, int group) {
   Impl& m = *impl_;
-  std::vector<double> us = cuda::time_repetitions_ms(m.stream.get(), reps, [&m] { m.run(false); });
+  std::vector<double> us = cuda::time_repetitions_ms(m.stream.get(), groups, group, [&m] { m.run(false); });
   for (double& t : us) t *= 1e3;
   return us;
 }

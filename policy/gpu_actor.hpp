@@ -85,14 +85,16 @@ class GpuActor {
   // outputs out. No other call on this actor in between.
   void act_begin(const float* obs, const uint8_t* episode_start);
   void act_end(float* actions, float* logp, float* values);
-  // V(obs) from the current state without advancing it or the Rngs.
-  void peek_values(const float* obs, float* values);
+  // V(obs) from the current state without advancing it or the Rngs, for the
+  // envs with needed[b] != 0 (null: every env); the others' values are left
+  // unspecified (finite), and their state is not even read.
+  void peek_values(const float* obs, const uint8_t* needed, float* values);
 
   // act / peek_values / state() on DEVICE pointers of the same shapes,
   // enqueued on the caller's stream `s` (see the stream notes above).
   void enqueue_act(cudaStream_t s, const float* obs, const uint8_t* episode_start, float* actions,
                    float* logp, float* values);
-  void enqueue_peek_values(cudaStream_t s, const float* obs, float* values);
+  void enqueue_peek_values(cudaStream_t s, const float* obs, const uint8_t* needed, float* values);
   void enqueue_state(cudaStream_t s, float* state);  // (B, state_size)
 
   // Checkpoint access (device <-> host copies).
@@ -104,9 +106,10 @@ class GpuActor {
   void set_launch(Launch mode);
   Launch launch() const;
 
-  // Device time in µs of each of `reps` steps (CUDA events around each one),
-  // replaying the inputs of the last act() in the current launch mode.
-  std::vector<double> time_steps_us(int reps);
+  // Device time in µs per step: `groups` samples, each the mean over `group`
+  // back-to-back steps (kernels/event_timing.cuh), replaying the inputs of
+  // the last act() in the current launch mode.
+  std::vector<double> time_steps_us(int groups, int group);
 
  private:
   struct Impl;

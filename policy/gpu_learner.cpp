@@ -698,7 +698,7 @@ SafetensorsFile GpuLearner::load(const std::string& path) {
 std::vector<double> GpuLearner::time_updates_ms(int reps) {
   Impl& m = *impl_;
   MAMBARL_CHECK(m.warmed_up, "GpuLearner::time_updates_ms: run train_step first (it stages the chunk)");
-  return cuda::time_repetitions_ms(m.stream.get(), reps, [&m] { m.run(); });
+  return cuda::time_repetitions_ms(m.stream.get(), reps, 1, [&m] { m.run(); });
 }
 
 }  // namespace mambarl

@@ -107,10 +107,11 @@ class GpuLearner {
   GpuMixer& mixer(int l);
 
   // Device time in ms of each of `reps` updates (CUDA events between them,
-  // all enqueued before one sync), replaying the last train_step's staged
-  // chunk and lr in the current launch mode, with its copy in from the
-  // host (none for a device chunk's arrays, which stay staged). Weights and
-  // moments advance.
+  // all enqueued before one sync; an update spans hundreds of the events'
+  // clock ticks, so one update per sample is enough: kernels/event_timing.cuh),
+  // replaying the last train_step's staged chunk and lr in the current launch
+  // mode, with its copy in from the host (none for a device chunk's arrays,
+  // which stay staged). Weights and moments advance.
   std::vector<double> time_updates_ms(int reps);
 
  private:

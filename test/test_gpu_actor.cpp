@@ -220,10 +220,25 @@ void check_against_cpu_actor(bool bf16, const Tolerance& tol, int B = 37, int T 
           std::vector<float> pv_c(static_cast<size_t>(B)), pv_g(static_cast<size_t>(B));
           const std::vector<float> before = gpu.state();
           cpu.peek_values(in_c.obs.data(), pv_c.data());
-          gpu.peek_values(in_c.obs.data(), pv_g.data());
+          gpu.peek_values(in_c.obs.data(), nullptr, pv_g.data());
           MAMBARL_CHECK_CLOSE_REL("step " << t << " peeked values", vec(pv_g), vec(pv_c), tol.rel,
                                   tol.elem_rtol, tol.elem_atol);
           BOOST_CHECK_MESSAGE(gpu.state() == before, "peek_values changed the state");
+          // A peek of every third env (the truncated ones, in a rollout): the
+          // same values as the full peek for those, bit for bit, the other
+          // envs skipped but finite, and the state still untouched.
+          std::vector<uint8_t> needed(static_cast<size_t>(B));
+          for (int b = 0; b < B; ++b) needed[static_cast<size_t>(b)] = b % 3 == 1;
+          std::vector<float> pv_m(static_cast<size_t>(B), NAN);
+          gpu.peek_values(in_c.obs.data(), needed.data(), pv_m.data());
+          for (size_t b = 0; b < needed.size(); ++b) {
+            BOOST_CHECK_MESSAGE(std::isfinite(pv_m[b]),
+                                "step " << t << " env " << b << ": masked peek gave " << pv_m[b]);
+            if (needed[b])
+              BOOST_CHECK_MESSAGE(pv_m[b] == pv_g[b], "step " << t << " env " << b << ": masked peek "
+                                                              << pv_m[b] << " vs full peek " << pv_g[b]);
+          }
+          BOOST_CHECK_MESSAGE(gpu.state() == before, "a masked peek changed the state");
           const std::vector<float> sc(cpu.state().begin(), cpu.state().end());
           if (tol.check_state)
             MAMBARL_CHECK_CLOSE_REL("step " << t << " state",
@@ -292,9 +307,14 @@ BOOST_AUTO_TEST_CASE(graph_replay_equals_eager_bitwise) {
             BOOST_CHECK_MESSAGE(a.same_bits(b), "step " << t << ": graph and eager outputs differ");
           }
           std::vector<float> pa(static_cast<size_t>(B)), pb(static_cast<size_t>(B));
-          graph.peek_values(a.obs.data(), pa.data());
-          eager.peek_values(a.obs.data(), pb.data());
+          graph.peek_values(a.obs.data(), nullptr, pa.data());
+          eager.peek_values(a.obs.data(), nullptr, pb.data());
           BOOST_CHECK_MESSAGE(pa == pb, "graph and eager peeked values differ");
+          std::vector<uint8_t> needed(static_cast<size_t>(B));
+          for (size_t i = 0; i < needed.size(); ++i) needed[i] = i % 2;
+          graph.peek_values(a.obs.data(), needed.data(), pa.data());
+          eager.peek_values(a.obs.data(), needed.data(), pb.data());
+          BOOST_CHECK_MESSAGE(pa == pb, "graph and eager masked peeks differ");
           BOOST_CHECK_MESSAGE(graph.state() == eager.state(), "graph and eager states differ");
           const std::vector<Rng> ra = graph.rngs(), rb = eager.rngs();
           BOOST_CHECK(std::memcmp(ra.data(), rb.data(), ra.size() * sizeof(Rng)) == 0);

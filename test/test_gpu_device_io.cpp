@@ -154,10 +154,24 @@ void check_enqueue_matches_host(const Case& c) {
     BOOST_REQUIRE_MESSAGE(got == want, c.name << ": step " << t << ": enqueue_act differs from act");
     if (t % 10 == 9) {
       std::vector<float> peek_want(static_cast<size_t>(B)), state_want;
-      host->peek_values(in.obs.data(), peek_want.data());
-      dev->enqueue_peek_values(s, obs_d.data(), peek_d.data());
+      host->peek_values(in.obs.data(), nullptr, peek_want.data());
+      dev->enqueue_peek_values(s, obs_d.data(), nullptr, peek_d.data());
       BOOST_CHECK_MESSAGE(same_bits(copy_to_host(peek_d, s), peek_want),
                           c.name << ": step " << t << ": peek differs");
+      // With a needed-env mask (on the device for the enqueued peek): the
+      // needed envs' values are the full peek's.
+      std::vector<uint8_t> needed(static_cast<size_t>(B));
+      for (size_t b = 0; b < needed.size(); ++b) needed[b] = (b + static_cast<size_t>(t)) % 4 == 0;
+      fill(starts_d, needed, s);
+      std::vector<float> masked_host(static_cast<size_t>(B));
+      host->peek_values(in.obs.data(), needed.data(), masked_host.data());
+      dev->enqueue_peek_values(s, obs_d.data(), starts_d.data(), peek_d.data());
+      const std::vector<float> masked_dev = copy_to_host(peek_d, s);
+      for (size_t b = 0; b < needed.size(); ++b)
+        if (needed[b])
+          BOOST_CHECK_MESSAGE(same_bits(std::vector<float>{masked_host[b], masked_dev[b]},
+                                        std::vector<float>{peek_want[b], peek_want[b]}),
+                              c.name << ": step " << t << " env " << b << ": a masked peek differs");
       host->get_state(state_want);
       dev->enqueue_get_state(s, state_d.data());
       BOOST_CHECK_MESSAGE(same_bits(copy_to_host(state_d, s), state_want),
@@ -194,7 +208,7 @@ void check_caller_graph_matches_eager(const Case& c) {
       const float* obs = obs_d.data() + k * Bz * kObs;
       a.enqueue_act(s, obs, starts_d.data() + k * Bz, act.data() + k * Bz * W, logp.data() + k * Bz,
                     val.data() + k * Bz);
-      a.enqueue_peek_values(s, obs, peek.data() + k * Bz);
+      a.enqueue_peek_values(s, obs, k % 2 ? starts_d.data() + k * Bz : nullptr, peek.data() + k * Bz);
     }
   };
   // Global mode: any unsafe call (a sync, an allocation) from any thread

@@ -162,8 +162,8 @@ void check_cuda_matches_cpu(const Case& c, const std::string& dtype, const Toler
     if (t % 40 == 39) {  // bootstrap values: V(obs) from the current state, which stays put
       std::vector<float> state_before, state_after;
       ag->get_state(state_before);
-      ac->peek_values(obs.data(), v_c.data());
-      ag->peek_values(obs.data(), v_g.data());
+      ac->peek_values(obs.data(), nullptr, v_c.data());
+      ag->peek_values(obs.data(), nullptr, v_g.data());
       ag->get_state(state_after);
       BOOST_CHECK_MESSAGE(state_before == state_after, "step " << t << ": peek_values changed the GPU state");
       all_v_c.insert(all_v_c.end(), v_c.begin(), v_c.end());

@@ -228,20 +228,20 @@ BOOST_AUTO_TEST_CASE(factory_with_wrong_abi_version) {
   BOOST_TEST(r.policy_names().empty());
 }
 
-// Plugins built before the bump to ABI 4 (the vtable gained split-phase and
-// device-enqueued actor steps) are refused by name, whether the entry point
-// or a factory says so.
+// Plugins built before the bump to ABI 5 (the peeks gained the needed-env
+// mask, a changed signature) are refused by name, whether the entry point or
+// a factory says so.
 BOOST_AUTO_TEST_CASE(plugins_of_the_previous_abi_are_refused) {
-  BOOST_TEST(MAMBARL_PLUGIN_ABI_VERSION == 4u);
+  BOOST_TEST(MAMBARL_PLUGIN_ABI_VERSION == 5u);
   PluginRegistry r;
-  const std::string built = fake("fake_plugin_abi3");
+  const std::string built = fake("fake_plugin_abi4");
   std::string msg = error_of([&] { r.load(built); });
   CHECK_HAS(msg, built);
-  CHECK_HAS(msg, "built for another ABI version (it refused host ABI version 4)");
-  const std::string factory = fake("fake_plugin_factory_abi3");
+  CHECK_HAS(msg, "built for another ABI version (it refused host ABI version 5)");
+  const std::string factory = fake("fake_plugin_factory_abi4");
   msg = error_of([&] { r.load(factory); });
   CHECK_HAS(msg, factory);
-  CHECK_HAS(msg, "registered a factory with abi_version 3 (expected 4)");
+  CHECK_HAS(msg, "registered a factory with abi_version 4 (expected 5)");
   BOOST_TEST(r.policy_names().empty());
 }
 
@@ -537,7 +537,7 @@ BOOST_AUTO_TEST_CASE(act_begin_end_misuse_is_refused) {
   CHECK_HAS(error_of([&] { a->act_begin(obs.data(), starts.data()); }), "actor_act_begin: " + mid);
   CHECK_HAS(error_of([&] { a->act(obs.data(), starts.data(), act.data(), logp.data(), val.data()); }),
             "actor_act: " + mid);
-  CHECK_HAS(error_of([&] { a->peek_values(obs.data(), val.data()); }), "actor_peek_values: " + mid);
+  CHECK_HAS(error_of([&] { a->peek_values(obs.data(), nullptr, val.data()); }), "actor_peek_values: " + mid);
   CHECK_HAS(error_of([&] { a->reset(starts.data()); }), "actor_reset: " + mid);
   CHECK_HAS(error_of([&] { a->get_state(state); }), "actor_get_state: " + mid);
   CHECK_HAS(error_of([&] { a->set_state(state); }), "actor_set_state: " + mid);
@@ -606,16 +606,23 @@ BOOST_AUTO_TEST_CASE(enqueue_on_a_cpu_actor_is_unsupported) {
                                  view_f32(logp.data(), {2}, gpu),
                                  view_f32(val.data(), {2}, gpu)) == MAMBARL_UNSUPPORTED);
   CHECK_HAS(v.actor_last_error(a), "actor_enqueue_act: " + why);
-  BOOST_TEST(v.actor_enqueue_peek_values(a, nullptr, view_f32(obs.data(), {2, kObs}, gpu),
+  BOOST_TEST(v.actor_enqueue_peek_values(a, nullptr, view_f32(obs.data(), {2, kObs}, gpu), absent_view(),
                                          view_f32(val.data(), {2}, gpu)) == MAMBARL_UNSUPPORTED);
   CHECK_HAS(v.actor_last_error(a), "actor_enqueue_peek_values: " + why);
   BOOST_TEST(v.actor_enqueue_get_state(a, nullptr, view_f32(state.data(), {2, info.state_size}, gpu)) ==
              MAMBARL_UNSUPPORTED);
   CHECK_HAS(v.actor_last_error(a), "actor_enqueue_get_state: " + why);
   // Host views are refused as such, before the engine is asked.
-  BOOST_TEST(v.actor_enqueue_peek_values(a, nullptr, view_f32(obs.data(), {2, kObs}),
+  BOOST_TEST(v.actor_enqueue_peek_values(a, nullptr, view_f32(obs.data(), {2, kObs}), absent_view(),
                                          view_f32(val.data(), {2}, gpu)) == MAMBARL_ERROR);
   CHECK_HAS(v.actor_last_error(a), "actor_enqueue_peek_values: obs is on cpu, expected cuda memory");
+  // A peek's needed-env mask, when given, is checked like any other view.
+  const std::vector<uint8_t> needed(3, 1);
+  BOOST_TEST(v.actor_peek_values(a, view_f32(obs.data(), {2, kObs}), view_u8(needed.data(), {3}),
+                                 view_f32(val.data(), {2})) == MAMBARL_ERROR);
+  CHECK_HAS(v.actor_last_error(a), "actor_peek_values: needed has shape (3), expected (2)");
+  BOOST_TEST(v.actor_peek_values(a, view_f32(obs.data(), {2, kObs}), view_u8(needed.data(), {2}),
+                                 view_f32(val.data(), {2})) == MAMBARL_OK);
   v.actor_destroy(a);
   v.destroy(p);
   // Through the handle, UNSUPPORTED is an Error carrying the same reason.
@@ -625,7 +632,7 @@ BOOST_AUTO_TEST_CASE(enqueue_on_a_cpu_actor_is_unsupported) {
               actor->enqueue_act(nullptr, obs.data(), starts.data(), act.data(), logp.data(), val.data());
             }),
             "actor_enqueue_act: " + why);
-  CHECK_HAS(error_of([&] { actor->enqueue_peek_values(nullptr, obs.data(), val.data()); }),
+  CHECK_HAS(error_of([&] { actor->enqueue_peek_values(nullptr, obs.data(), nullptr, val.data()); }),
             "actor_enqueue_peek_values: " + why);
   state.resize(2 * static_cast<size_t>(policy->info().state_size));
   CHECK_HAS(error_of([&] { actor->enqueue_get_state(nullptr, state.data()); }),
@@ -704,7 +711,7 @@ BOOST_AUTO_TEST_CASE(actor_state_and_rng_resume_bit_exactly) {
   // peek_values leaves the state alone; reset(mask) zeroes only the masked env.
   std::vector<float> before, after, peek(3);
   a->get_state(before);
-  a->peek_values(obs.data(), peek.data());
+  a->peek_values(obs.data(), nullptr, peek.data());
   a->get_state(after);
   BOOST_TEST(same_bits(before, after));
   const std::vector<uint8_t> mask = {0, 1, 0};

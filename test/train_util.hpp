@@ -6,14 +6,14 @@
 
 #include <unistd.h>
 
+#include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
 
 #include "policy/safetensors.hpp"
 #include "tools/trainer.hpp"
@@ -52,16 +52,21 @@ inline std::string read_file(const std::filesystem::path& p) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// The metrics file without its timing columns (wall_s, steps_per_s), which
-// legitimately differ between two runs of the same computation.
+// The metrics file without its timing columns (wall_s, steps_per_s, collect_s,
+// learn_s; found by name in the header), which legitimately differ between
+// two runs of the same computation.
 inline std::string metrics_without_timing(const std::filesystem::path& p) {
+  static const std::set<std::string> kTiming = {"wall_s", "steps_per_s", "collect_s", "learn_s"};
   std::istringstream in(read_file(p));
   std::string line, out;
+  std::vector<bool> drop;  // per column, from the header
   while (std::getline(in, line)) {
     std::istringstream cells(line);
     std::string cell;
-    for (int col = 0; std::getline(cells, cell, ','); ++col)
-      if (col != 2 && col != 3) out += cell + ",";
+    for (size_t col = 0; std::getline(cells, cell, ','); ++col) {
+      if (drop.size() <= col) drop.push_back(kTiming.count(cell) > 0);
+      if (!drop[col]) out += cell + ",";
+    }
     out += "\n";
   }
   return out;

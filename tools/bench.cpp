@@ -145,9 +145,9 @@ std::string bench_train_cpu(const Shape& s, int reps) {
   return os.str();
 }
 
-// One row of a run's metrics.csv: env steps and wall seconds after an update.
+// One row of a run's metrics.csv: env steps and wall seconds after an update, and its two phases.
 struct Progress {
-  double env_steps = 0, wall_s = 0;
+  double env_steps = 0, wall_s = 0, collect_s = 0, learn_s = 0;
 };
 
 std::vector<Progress> read_progress(const std::filesystem::path& csv) {
@@ -164,14 +164,15 @@ std::vector<Progress> read_progress(const std::filesystem::path& csv) {
     MAMBARL_CHECK(it != header.end(), "bench e2e: " << csv.string() << " has no column '" << name << "'");
     return static_cast<size_t>(it - header.begin());
   };
-  const size_t steps_col = col("env_steps"), wall_col = col("wall_s");
+  const size_t steps_col = col("env_steps"), wall_col = col("wall_s"), collect_col = col("collect_s"),
+               learn_col = col("learn_s");
   std::vector<Progress> rows;
   while (std::getline(in, line)) {
     std::vector<double> v;
     std::istringstream cells(line);
     for (std::string c; std::getline(cells, c, ',');) v.push_back(std::atof(c.c_str()));
     MAMBARL_CHECK(v.size() == header.size(), "bench e2e: a short row in " << csv.string());
-    rows.push_back({v[steps_col], v[wall_col]});
+    rows.push_back({v[steps_col], v[wall_col], v[collect_col], v[learn_col]});
   }
   return rows;
 }
@@ -229,6 +230,13 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
   const Progress& a = rows[static_cast<size_t>(warmup - 1)];
   const Progress& b = rows.back();
   E2eResult r{env, type, env_backend, num_envs, (b.env_steps - a.env_steps) / (b.wall_s - a.wall_s), ""};
+  // Where the steady updates' time went: the rollout against the learner.
+  double collect_s = 0, learn_s = 0;
+  for (size_t i = static_cast<size_t>(warmup); i < rows.size(); ++i) {
+    collect_s += rows[i].collect_s;
+    learn_s += rows[i].learn_s;
+  }
+  const double steady = static_cast<double>(rows.size()) - warmup;
   std::ostringstream os;
   os << "{\"env\":\"" << env << "\",\"policy\":\"" << type << "\",\"device\":\"" << device
      << "\",\"env_backend\":\"" << env_backend << "\",\"num_envs\":" << num_envs
@@ -236,6 +244,8 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
      << ",\"env_steps\":" << s.env_steps << ",\"wall_s\":" << s.wall_s
      << ",\"env_steps_per_s\":" << s.env_steps / s.wall_s << ",\"warmup_updates\":" << warmup
      << ",\"steady_env_steps_per_s\":" << r.steady_env_steps_per_s
+     << ",\"steady_collect_ms\":" << 1e3 * collect_s / steady
+     << ",\"steady_learn_ms\":" << 1e3 * learn_s / steady
      << ",\"overlap_envs\":" << (s.overlap_envs ? "true" : "false") << "}";
   r.json = os.str();
   return r;

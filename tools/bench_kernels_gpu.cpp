@@ -141,13 +141,13 @@ std::string bench_kernels_gpu_json(int B, int D) {
     row("mamba1_pre", wt, pre_bytes, (d.R + 2 * N) * E * ws + E * d.R * ws, [&](cudaStream_t st, int i) {
       float* st_i = states[static_cast<size_t>(i % kStateCopies)].data();
       if (bf16)
-        cuda::mamba1_pre(d, wh, B, h.data(), xz.data(), starts.data(), st_i, st_i, stride, act.data(), st);
+        cuda::mamba1_pre(d, wh, B, h.data(), xz.data(), {starts.data()}, st_i, st_i, stride, act.data(), st);
       else
-        cuda::mamba1_pre(d, w, B, h.data(), xz.data(), starts.data(), st_i, st_i, stride, act.data(), st);
+        cuda::mamba1_pre(d, w, B, h.data(), xz.data(), {starts.data()}, st_i, st_i, stride, act.data(), st);
     });
     row("mamba1_state", wt, state_bytes, 0, [&](cudaStream_t st, int i) {
       float* st_i = states[static_cast<size_t>(i % kStateCopies)].data();
-      cuda::mamba1_state(d, w, B, starts.data(), st_i, st_i, stride, act.data(), gated.data(), st);
+      cuda::mamba1_state(d, w, B, {starts.data()}, st_i, st_i, stride, act.data(), gated.data(), st);
     });
     row("out_proj", wt, out_bytes, D * E * ws, [&](cudaStream_t st, int i) {
       if (bf16)

@@ -35,11 +35,14 @@ constexpr int kObs = 4, kActions = 2;  // as the CPU bench: CartPole-sized heads
 // Warm-up per shape and mode: replays for at least this long, so that the SM
 // clock has ramped from idle to boost before anything is timed.
 constexpr double kWarmupUs = 500e3;
+// Steps per timing sample: groups of 10 span over ten ticks of the event
+// clock at the smallest shapes (kernels/event_timing.cuh).
+constexpr int kGroup = 10;
 
 void warm_up(GpuActor& actor) {
   double us = 0;
   for (int i = 0; i < 1000 && us < kWarmupUs; ++i)
-    for (double t : actor.time_steps_us(100)) us += t;
+    for (double t : actor.time_steps_us(10, 10)) us += 10 * t;
 }
 
 double median(std::vector<double> v) {
@@ -99,7 +102,7 @@ std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double cop
 
   warm_up(actor);
   const double mhz_before = cuda::sm_clock_mhz(nullptr);
-  const double graph_us = median(actor.time_steps_us(reps));
+  const double graph_us = median(actor.time_steps_us(reps / kGroup, kGroup));
   const double mhz_after = cuda::sm_clock_mhz(nullptr);
   // PDL is new in this graph: if the device refuses it, say so in the row
   // and keep the other numbers.
@@ -108,13 +111,13 @@ std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double cop
   try {
     actor.set_launch(GpuActor::Launch::graph_pdl);
     warm_up(actor);
-    pdl_us = median(actor.time_steps_us(reps));
+    pdl_us = median(actor.time_steps_us(reps / kGroup, kGroup));
   } catch (const std::exception& e) {
     pdl_error = e.what();
   }
   actor.set_launch(GpuActor::Launch::eager);
   warm_up(actor);
-  const double eager_us = median(actor.time_steps_us(reps));
+  const double eager_us = median(actor.time_steps_us(reps / kGroup, kGroup));
 
   const double state_bytes = static_cast<double>(B) * actor.state_size() * sizeof(float);
   std::ostringstream os;
@@ -151,8 +154,8 @@ std::string bench_rollout_gpu_json(int reps, int only_shape) {
   std::ostringstream os;
   os << "{\"bench\":\"rollout\",\"device\":\"cuda\",\"gpu\":\"" << prop.name
      << "\",\"sms\":" << prop.multiProcessorCount << ",\"l2_MB\":" << prop.l2CacheSize / 1e6
-     << ",\"copy_TBps\":" << copy_tbps
-     << ",\"reps\":" << reps << ",\"results\":[";
+     << ",\"copy_TBps\":" << copy_tbps << ",\"reps\":" << reps << ",\"steps_per_sample\":" << kGroup
+     << ",\"results\":[";
   const int n = static_cast<int>(sizeof(kShapes) / sizeof(kShapes[0]));
   MAMBARL_CHECK(only_shape >= -1 && only_shape < n, "bench: shape index " << only_shape << " not in [-1, " << n << ")");
   bool first = true;

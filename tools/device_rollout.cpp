@@ -65,8 +65,9 @@ void DeviceRollout::record(cudaStream_t s) {
     actor_->enqueue_act(s, obs_t, starts_t, act_t, c.logp.data() + row, c.values.data() + row);
     env_->step(act_t, s);
     // A time limit is not a terminal state: bootstrap from V(final obs), on
-    // the state that saw the episode (the reset happens at the next act).
-    actor_->enqueue_peek_values(s, env_->final_obs(), peek_.data());
+    // the state that saw the episode (the reset happens at the next act), for
+    // the truncated envs only (record_env_step keeps no other final value).
+    actor_->enqueue_peek_values(s, env_->final_obs(), env_->truncated(), peek_.data());
     cuda::EnvStepRecord r;
     r.B = B;
     r.reward = env_->reward();
@@ -84,7 +85,7 @@ void DeviceRollout::record(cudaStream_t s) {
     r.next_starts = starts_.data();
     cuda::record_env_step(r, s);
   }
-  actor_->enqueue_peek_values(s, env_->obs(), c.next_values.data());
+  actor_->enqueue_peek_values(s, env_->obs(), nullptr, c.next_values.data());
   if (algo_.normalize_rewards) {
     cuda::RewardScaleArgs a;
     a.T = c.T;

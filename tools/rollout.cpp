@@ -156,7 +156,7 @@ void RolloutWorker::record_step(Lane& l, Chunk& c, int t) {
   // evaluated on the state that saw the episode (before the reset).
   float* peek = peek_.data() + l.col0;
   if (any_trunc) {
-    l.actor->peek_values(l.env->final_obs(), peek);
+    l.actor->peek_values(l.env->final_obs(), trunc, peek);
     for (int b = 0; b < l.B; ++b)
       if (trunc[b]) c.final_values[at + b] = peek[b];
   }
@@ -202,7 +202,8 @@ void RolloutWorker::collect(Chunk& c) {
     throw;
   }
   for (auto& l : lanes_)
-    l.actor->peek_values(obs_.data() + static_cast<size_t>(l.col0) * c.obs_dim, c.next_values.data() + l.col0);
+    l.actor->peek_values(obs_.data() + static_cast<size_t>(l.col0) * c.obs_dim, nullptr,
+                         c.next_values.data() + l.col0);
 }
 
 }  // namespace mambarl

@@ -112,7 +112,12 @@ class Run {
   void save_checkpoint();
   void restore(const std::string& path);
   void publish_weights();
-  void after_update(const Chunk& c, const UpdateStats& st, double lr, long long lag);
+  // Wall seconds of one update's two phases (metrics columns collect_s, learn_s).
+  struct UpdateTimes {
+    double collect_s = 0, learn_s = 0;
+  };
+  void after_update(const Chunk& c, const UpdateStats& st, double lr, long long lag,
+                    const UpdateTimes& times);
   void learn_on(Chunk& chunk, long long lag);
   void run_sync();
   void run_async();
@@ -158,6 +163,10 @@ class Run {
   std::string ckpt_path_, curve_path_;
   Clock::time_point t0_;
   double wall_before_ = 0;  // wall time of the run before a resume
+  // When the last update's bookkeeping ended: the time from there to the
+  // next learner call is that update's collect_s (sync: the rollout; async:
+  // waiting for a chunk), which tells an env-bound run from a learner-bound one.
+  Clock::time_point last_update_end_;
   size_t queue_high_water_ = 0;  // most chunks ever waiting for the learner (async mode)
 };
 
@@ -398,7 +407,8 @@ void Run::restore(const std::string& path) {
        << "\n";
 }
 
-void Run::after_update(const Chunk& c, const UpdateStats& st, double lr, long long lag) {
+void Run::after_update(const Chunk& c, const UpdateStats& st, double lr, long long lag,
+                       const UpdateTimes& times) {
   s_.add_episodes(c, rt_.return_window);
   ++s_.update;
   const double wall = wall_before_ + std::chrono::duration<double>(Clock::now() - t0_).count();
@@ -421,7 +431,9 @@ void Run::after_update(const Chunk& c, const UpdateStats& st, double lr, long lo
                    {"approx_kl", m.approx_kl},
                    {"clip_frac", m.clip_frac},
                    {"grad_norm", m.grad_norm},
-                   {"skipped_steps", static_cast<double>(st.skipped)}});
+                   {"skipped_steps", static_cast<double>(st.skipped)},
+                   {"collect_s", times.collect_s},
+                   {"learn_s", times.learn_s}});
   if (s_.update % rt_.log_every == 0)
     log_ << "update " << s_.update << " | steps " << s_.env_steps << " | " << fmt(sps, 0)
          << " steps/s | episodes " << s_.episodes << " | return mean " << fmt(s_.mean_return(), 2)
@@ -434,6 +446,7 @@ void Run::after_update(const Chunk& c, const UpdateStats& st, double lr, long lo
 // One learner update on a chunk, shared by both loops: a non-finite update
 // either stops the run (weights untouched, checkpoint intact) or is skipped.
 void Run::learn_on(Chunk& chunk, long long lag) {
+  const Clock::time_point learn_start = Clock::now();
   const double lr = lr_now();
 #if MAMBARL_HAVE_CUDA
   const UpdateStats st = gpu_envs_ ? gpu_learner_->learn(gpu_rollout_->chunk(), gpu_rollout_->stream(), lr)
@@ -450,7 +463,10 @@ void Run::learn_on(Chunk& chunk, long long lag) {
   }
   ++s_.version;
   publish_weights();
-  after_update(chunk, st, lr, lag);
+  const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  after_update(chunk, st, lr, lag,
+               {seconds(learn_start - last_update_end_), seconds(Clock::now() - learn_start)});
+  last_update_end_ = Clock::now();
 }
 
 void Run::run_sync() {
@@ -607,6 +623,7 @@ TrainSummary Run::go() {
       (fs::path(rt_.out_dir) / (rt_.metrics_format == "csv" ? "metrics.csv" : "metrics.jsonl")).string(),
       rt_.metrics_format, opts_.resume ? s_.update : -1);
   publish_weights();
+  last_update_end_ = Clock::now();
   if (!session_->device_note.empty()) log_ << session_->device_note << std::endl;
   log_ << "training " << exp_.section("policy").get<std::string>("type", "mamba1") << " on "
        << spec_.id << ": " << num_envs_ << " envs on the " << (gpu_envs_ ? "GPU" : "CPU") << ", "
