@@ -282,6 +282,22 @@ void emit_list(std::ostream& out, const std::string& key, const std::vector<Shap
   out << "]";
 }
 
+#if defined(MAMBARL_HAVE_CUDA)
+// "--shape 32x16384x64x2" -> {T 32, B 16384, D 64, L 2}; empty -> the default shapes.
+std::vector<GpuTrainShape> parse_train_shape(const std::string& s) {
+  if (s.empty()) return {};
+  GpuTrainShape t{};
+  char x1 = 0, x2 = 0, x3 = 0;
+  std::istringstream in(s);
+  in >> t.T >> x1 >> t.B >> x2 >> t.D >> x3 >> t.L;
+  MAMBARL_CHECK(
+      in && in.peek() == EOF && x1 == 'x' && x2 == 'x' && x3 == 'x' && t.T > 0 && t.B > 0 && t.D > 0 &&
+          t.L > 0,
+      "bench train: --shape wants TxBxDxL with positive integers (e.g. 32x16384x64x2), got '" << s << "'");
+  return {t};
+}
+#endif
+
 }  // namespace
 
 int run_bench(int argc, char** argv, std::ostream& out) {
@@ -289,9 +305,11 @@ int run_bench(int argc, char** argv, std::ostream& out) {
   const char* usage =
       "usage: mambarl bench rollout|train|e2e [--device cpu|cuda] [--reps N]\n"
       "                     [--env-backend cpu|cuda|both] [--plot FILE.svg]   (e2e only)\n"
+      "                     [--shape TxBxDxL]                          (train --device cuda only)\n"
       "  rollout: T=1 actor step (us/step, heap allocations per step; --device cuda: the GPU actor's graph)\n"
       "  train:   chunk forward, forward+backward and whole PPO update (ms; --device cuda: the GPU\n"
-      "           learner's captured update, graph and eager, for every policy with a GPU engine)\n"
+      "           learner's captured update, graph and eager, for every policy with a GPU engine;\n"
+      "           --shape: one chunk of T steps x B envs, d_model D, L layers instead of the default three)\n"
       "  e2e:     the training runner end to end, sync mode (env-steps/s, whole run and steady state after\n"
       "           warm-up; --reps: updates per run) for cartpole and stateless_cartpole x mamba1 and mamba3\n"
       "           (d_model 64, 2 layers). --device cuda: actor and learner on the GPU, envs per\n"
@@ -300,7 +318,8 @@ int run_bench(int argc, char** argv, std::ostream& out) {
       "           num_envs per series as an SVG. overlap_envs: whether CPU envs stepped in two halves\n"
       "           beside the actor step, as runtime.overlap_envs: auto does for GPU actors\n"
       "  Prints one JSON object on stdout.\n"
-      "usage: mambarl bench soak [config.yaml] [--minutes M] [--sample-s S] [--out plot.svg] [key=value ...]\n"
+      "usage: mambarl bench soak [config.yaml] [--minutes M] [--sample-s S] [--out plot.svg] [key=value "
+      "...]\n"
       "  soak:    the async actor-learner loop for M minutes (default 10): resident and device memory\n"
       "           over time, growth after warm-up, queue depth vs bound, a pass/fail verdict and an\n"
       "           SVG plot (`mambarl bench soak --help` for details)\n";
@@ -309,7 +328,7 @@ int run_bench(int argc, char** argv, std::ostream& out) {
     return 0;
   }
   if (what == "soak") return run_soak(argc - 1, argv + 1, out);
-  std::string device = "cpu", env_backend, plot;
+  std::string device = "cpu", env_backend, plot, shape;
   int reps = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -317,6 +336,8 @@ int run_bench(int argc, char** argv, std::ostream& out) {
     else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (a == "--env-backend" && i + 1 < argc) env_backend = argv[++i];
     else if (a == "--plot" && i + 1 < argc) plot = argv[++i];
+    else if (a == "--shape" && i + 1 < argc)
+      shape = argv[++i];
     else if (a == "--help" || a == "-h") {
       out << usage;
       return 0;
@@ -327,6 +348,8 @@ int run_bench(int argc, char** argv, std::ostream& out) {
   MAMBARL_CHECK(device == "cpu" || device == "cuda", "bench: --device must be cpu or cuda, got '" << device << "'");
   MAMBARL_CHECK(what == "e2e" || (env_backend.empty() && plot.empty()),
                 "bench " << what << ": --env-backend and --plot are for e2e only");
+  MAMBARL_CHECK(shape.empty() || (what == "train" && device == "cuda"),
+                "bench: --shape is for train --device cuda only");
   if (env_backend.empty()) env_backend = device == "cuda" ? "both" : "cpu";
   MAMBARL_CHECK(env_backend == "cpu" || env_backend == "cuda" || env_backend == "both",
                 "bench e2e: --env-backend must be cpu, cuda or both, got '" << env_backend << "'");
@@ -364,7 +387,8 @@ int run_bench(int argc, char** argv, std::ostream& out) {
       return 0;
     }
     if (what == "rollout") out << bench_rollout_gpu_json(reps ? reps : 1000) << std::endl;
-    else out << bench_train_gpu_json(reps ? reps : 100) << std::endl;
+    else
+      out << bench_train_gpu_json(reps ? reps : 100, parse_train_shape(shape)) << std::endl;
     return 0;
 #else
     MAMBARL_FAIL("bench: this build has no CUDA engines (configure with -DMAMBARL_CUDA=ON where nvcc is present)");

@@ -18,12 +18,8 @@ namespace mambarl {
 
 namespace {
 
-struct TrainShape {
-  int T, B, D, L;
-};
-
 // The learner issue's shapes; the first carries the <= 3 ms (H200, f32) target.
-const TrainShape kShapes[] = {{64, 256, 128, 2}, {32, 1024, 64, 2}, {32, 1, 128, 3}};
+const std::vector<GpuTrainShape> kShapes = {{64, 256, 128, 2}, {32, 1024, 64, 2}, {32, 1, 128, 3}};
 constexpr int kObs = 4, kActions = 2;  // as the CPU bench: CartPole-sized heads
 // Warm-up per shape and mode: updates for at least this long, so the SM
 // clock has ramped from idle to boost before anything is timed.
@@ -49,7 +45,7 @@ double timed_median_ms(GpuLearner& learner, int reps) {
   return median(learner.time_updates_ms(reps));
 }
 
-std::string bench_shape(const std::string& type, const TrainShape& s, Precision precision, int reps) {
+std::string bench_shape(const std::string& type, const GpuTrainShape& s, Precision precision, int reps) {
   YAML::Node n;
   n["type"] = type;
   n["d_model"] = s.D;
@@ -124,7 +120,7 @@ std::string bench_shape(const std::string& type, const TrainShape& s, Precision 
 
 }  // namespace
 
-std::string bench_train_gpu_json(int reps) {
+std::string bench_train_gpu_json(int reps, const std::vector<GpuTrainShape>& shapes) {
   MAMBARL_CHECK(reps >= 20, "bench train --device cuda: reps must be >= 20, got " << reps);
   int dev = 0;
   MAMBARL_CUDA_CHECK(cudaGetDevice(&dev));
@@ -135,7 +131,7 @@ std::string bench_train_gpu_json(int reps) {
      << "\",\"sms\":" << prop.multiProcessorCount << ",\"reps\":" << reps << ",\"results\":[";
   bool first = true;
   for (const std::string& type : gpu_mixer_types())
-    for (const TrainShape& s : kShapes)
+    for (const GpuTrainShape& s : shapes.empty() ? kShapes : shapes)
       for (Precision p : {Precision::float32, Precision::bfloat16, Precision::float16}) {
         os << (first ? "\n  " : ",\n  ") << bench_shape(type, s, p, reps);
         first = false;

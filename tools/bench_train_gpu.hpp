@@ -13,9 +13,16 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace mambarl {
 
-std::string bench_train_gpu_json(int reps);
+// One learner chunk: T steps of B envs, d_model D, L layers.
+struct GpuTrainShape {
+  int T, B, D, L;
+};
+
+// shapes: empty for the learner issue's three shapes.
+std::string bench_train_gpu_json(int reps, const std::vector<GpuTrainShape>& shapes = {});
 
 }  // namespace mambarl
