@@ -95,7 +95,17 @@ struct GpuActor::Impl {
   void derive_weights();
   void load_weights(const float* w, size_t n, cudaMemcpyKind kind, long long v);
   std::vector<GraphBinding> bindings() const;
-  void record_kernels(cudaStream_t s, bool peek, const uint8_t* needed, bool pdl);
+  // Where one step's kernels read and write (device pointers): the actor's
+  // own staging buffers (own_io), or a caller's for enqueue_*, used in place.
+  struct StepIo {
+    const float* obs = nullptr;  // (B, obs_dim)
+    cuda::StepFlags flags;       // a step: its episode starts; a peek: the needed envs
+    float* actions = nullptr;    // (B, act_width), a step only
+    float* logp = nullptr;       // (B), a step only
+    float* values = nullptr;     // (B)
+  };
+  StepIo own_io(bool peek) const;
+  void record_kernels(cudaStream_t s, bool peek, const StepIo& io, bool pdl);
   void record(cudaStream_t s, bool peek, bool pdl);
   void run(bool peek);
   void sync() const { MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream.get())); }
@@ -307,19 +317,26 @@ std::vector<GraphBinding> GpuActor::Impl::bindings() const {
   };
 }
 
-// The step's kernels on s, from the obs in in_dev to the outputs in
-// out_dev; the one launch sequence behind both the actor's own step (record)
-// and the caller-stream enqueue_* calls. A step resets the envs whose
-// episode_start flag (in_dev, after the obs) is set and advances the state in
-// place; a peek steps only the `needed` envs (null: all), stores no state and
-// samples nothing. pdl: every kernel but the first (whose predecessor is a
-// copy into in_dev) is launched with programmatic dependent launch.
-void GpuActor::Impl::record_kernels(cudaStream_t s, bool peek, const uint8_t* needed, bool pdl) {
-  const float* obs = reinterpret_cast<const float*>(in_dev.data());
-  const cuda::StepFlags flags =
-      peek ? cuda::StepFlags{nullptr, needed} : cuda::StepFlags{in_dev.data() + obs_bytes};
+// The own-stream step's IO: in_dev holds [obs][flags] (the flags: episode
+// starts, or a peek's needed envs), out_dev [actions][logp][values].
+GpuActor::Impl::StepIo GpuActor::Impl::own_io(bool peek) const {
+  const uint8_t* flags = in_dev.data() + obs_bytes;
+  return {reinterpret_cast<const float*>(in_dev.data()),
+          peek ? cuda::StepFlags{nullptr, flags} : cuda::StepFlags{flags, nullptr}, out_actions(), out_logp(),
+          out_values()};
+}
+
+// The step's kernels on s, from io's inputs to io's outputs; the one launch
+// sequence behind both the actor's own step (record) and the caller-stream
+// enqueue_* calls. A step resets the envs whose episode starts and advances
+// the state in place; a peek steps only the needed envs (io.flags.only, null:
+// all), stores no state and samples nothing. pdl: every kernel but the first
+// (whose predecessor is a copy, or the caller's work) is launched with
+// programmatic dependent launch.
+void GpuActor::Impl::record_kernels(cudaStream_t s, bool peek, const StepIo& io, bool pdl) {
+  const cuda::StepFlags flags = io.flags;
   float* state_out = peek ? nullptr : state.data();
-  cuda::linear_small(B, obs_dim, D, obs, obs_w, obs_b, h.data(), s);
+  cuda::linear_small(B, obs_dim, D, io.obs, obs_w, obs_b, h.data(), s);
   for (const auto& p : layers) {
     const float* st_in = state.data() + p.state_off;
     float* st_out = state_out ? state_out + p.state_off : nullptr;
@@ -341,8 +358,8 @@ void GpuActor::Impl::record_kernels(cudaStream_t s, bool peek, const uint8_t* ne
     else
       cuda::linear_rows(B, p.E, D, gated.data(), p.out_w, 1.f, h.data(), s, pdl);
   }
-  cuda::heads_sample(head_dims, head_w, B, h.data(), rngs.data(), !peek, out_actions(), out_logp(),
-                     out_values(), s, pdl);
+  cuda::heads_sample(head_dims, head_w, B, h.data(), rngs.data(), !peek, io.actions, io.logp, io.values, s,
+                     pdl);
 }
 
 // Everything one own-stream step enqueues on s (captured once, or run
@@ -351,7 +368,7 @@ void GpuActor::Impl::record_kernels(cudaStream_t s, bool peek, const uint8_t* ne
 void GpuActor::Impl::record(cudaStream_t s, bool peek, bool pdl) {
   MAMBARL_CUDA_CHECK(
       cudaMemcpyAsync(in_dev.data(), in_host.data(), in_dev.bytes(), cudaMemcpyHostToDevice, s));
-  record_kernels(s, peek, peek ? in_dev.data() + obs_bytes : nullptr, pdl);
+  record_kernels(s, peek, own_io(peek), pdl);
   if (peek)
     MAMBARL_CUDA_CHECK(cudaMemcpyAsync(out_host.data() + (out_values() - out_dev.data()), out_values(),
                                        static_cast<size_t>(B) * sizeof(float),
@@ -441,30 +458,20 @@ void GpuActor::peek_values(const float* obs, const uint8_t* needed, float* value
               static_cast<size_t>(m.B) * sizeof(float));
 }
 
-// The caller's stream only: copies in, the kernels (PDL as the current
-// launch mode says), copies out. Nothing here syncs, allocates or reads
-// device memory on the host, so a caller may capture it.
+// The caller's stream only: the kernels (PDL as the current launch mode
+// says) read the caller's inputs and write its outputs in place, no copies.
+// Nothing here syncs, allocates or reads device memory on the host, so a
+// caller may capture it.
 void GpuActor::enqueue_act(cudaStream_t s, const float* obs, const uint8_t* episode_start, float* actions,
                            float* logp, float* values) {
   Impl& m = *impl_;
-  const size_t Bz = static_cast<size_t>(m.B);
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(m.in_dev.data(), obs, m.obs_bytes, cudaMemcpyDeviceToDevice, s));
-  MAMBARL_CUDA_CHECK(
-      cudaMemcpyAsync(m.in_dev.data() + m.obs_bytes, episode_start, Bz, cudaMemcpyDeviceToDevice, s));
-  m.record_kernels(s, false, nullptr, m.mode == Launch::graph_pdl);
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(actions, m.out_actions(), Bz * m.act_width * sizeof(float),
-                                     cudaMemcpyDeviceToDevice, s));
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(logp, m.out_logp(), Bz * sizeof(float), cudaMemcpyDeviceToDevice, s));
-  MAMBARL_CUDA_CHECK(
-      cudaMemcpyAsync(values, m.out_values(), Bz * sizeof(float), cudaMemcpyDeviceToDevice, s));
+  m.record_kernels(s, false, {obs, {episode_start, nullptr}, actions, logp, values},
+                   m.mode == Launch::graph_pdl);
 }
 
 void GpuActor::enqueue_peek_values(cudaStream_t s, const float* obs, const uint8_t* needed, float* values) {
   Impl& m = *impl_;
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(m.in_dev.data(), obs, m.obs_bytes, cudaMemcpyDeviceToDevice, s));
-  m.record_kernels(s, true, needed, m.mode == Launch::graph_pdl);
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(values, m.out_values(), static_cast<size_t>(m.B) * sizeof(float),
-                                     cudaMemcpyDeviceToDevice, s));
+  m.record_kernels(s, true, {obs, {nullptr, needed}, nullptr, nullptr, values}, m.mode == Launch::graph_pdl);
 }
 
 void GpuActor::enqueue_state(cudaStream_t s, float* state) {

@@ -22,8 +22,8 @@
 // every state, weight and Rng access; each of those synchronises it before
 // returning (act_begin: act_end does), so work a caller enqueues afterwards
 // on any stream sees their results. The enqueue_* calls put the same step
-// on the CALLER's stream only, with device-to-device copies into and out of
-// the actor's own device buffers around the step's kernels: no host sync, no
+// on the CALLER's stream only, the step's kernels reading the caller's
+// inputs and writing its outputs in place (no copies): no host sync, no
 // allocation, no host read, so a caller may capture them into its own CUDA
 // graph (which then bakes in the actor's buffers, fixed for its lifetime,
 // and the caller's pointers). Their order with the actor's own-stream calls
