@@ -175,25 +175,22 @@ BOOST_AUTO_TEST_CASE(device_gather_matches_host_gather) {
 
 namespace {
 
-Experiment cartpole_experiment(int B, int T) {
+Experiment runner_experiment(const std::string& env, int B, int T) {
   std::ostringstream y;
-  y << "env: {type: cartpole, num_envs: " << B << "}\n"
+  y << "env: {" << env << ", num_envs: " << B << "}\n"
     << "policy: {type: mamba1, d_model: 16, n_layers: 1, d_state: 8}\n"
     << "algo: {chunk_len: " << T << ", normalize_rewards: false}\n"
     << "runtime: {device: cuda}\n";
   return parse_experiment(y.str(), "<test_gpu_runner>", {std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN});
 }
 
-}  // namespace
-
 // The first chunk of a GPU-env rollout is the CPU worker's chunk from the
 // same env seed, actor seed and weights (both actors on the GPU): the same
 // actions, rewards and flags, observations within float rounding of the
-// cartpole dynamics, and the device GAE equal to compute_gae on that chunk.
-BOOST_AUTO_TEST_CASE(gpu_env_chunk_matches_cpu_env_chunk) {
-  require_gpu();
-  const int B = 256, T = 16;
-  const Experiment exp = cartpole_experiment(B, T);
+// env's dynamics, and the device GAE equal to compute_gae on that chunk.
+// Returns the chunk's truncation flags.
+std::vector<uint8_t> check_gpu_env_chunk(const std::string& env, int B, int T) {
+  const Experiment exp = runner_experiment(env, B, T);
   auto session = load_plugins(exp);
   auto cpu_env = make_vec_env(exp.section("env"));
   create_policy(*session, exp, cpu_env->spec());
@@ -219,7 +216,7 @@ BOOST_AUTO_TEST_CASE(gpu_env_chunk_matches_cpu_env_chunk) {
   const DeviceChunk& d = rollout.chunk();
 
   // Cartpole's float dynamics on the device may round differently (FMA
-  // contraction) by ~1e-7 per step; 16 steps stay far below 1e-5.
+  // contraction) by ~1e-7 per step; 32 steps stay far below 1e-5.
   check_close(copy_to_host(d.obs), c.obs, 1e-5, "obs");
   BOOST_TEST(copy_to_host(d.actions) == c.actions);
   BOOST_TEST(copy_to_host(d.rewards) == c.rewards);
@@ -234,14 +231,37 @@ BOOST_AUTO_TEST_CASE(gpu_env_chunk_matches_cpu_env_chunk) {
   check_close(copy_to_host(d.initial_state), c.initial_state, 0.0, "initial state");  // zeros at the start
   BOOST_TEST(stats.episode_returns == c.episode_returns);
   BOOST_TEST(stats.episode_lengths == c.episode_lengths);
-  BOOST_TEST(!c.episode_returns.empty());  // a random cartpole policy ends episodes within 16 steps
+  BOOST_TEST(!c.episode_returns.empty());  // random policies end episodes within these chunks
   BOOST_TEST(stats.T * stats.B == T * B);
   std::vector<float> adv(c.logp.size()), ret(c.logp.size());
   compute_gae(GaeInputs{T, B, c.rewards.data(), c.values.data(), c.terminated.data(), c.truncated.data(),
                         c.final_values.data(), c.next_values.data()},
               exp.algo.gamma, exp.algo.gae_lambda, adv.data(), ret.data());
-  check_close(copy_to_host(d.advantages), adv, 1e-3, "advantages");  // sums of ~16 values within 1e-4 each
+  check_close(copy_to_host(d.advantages), adv, 1e-3, "advantages");  // sums of ~T values within 1e-4 each
   check_close(copy_to_host(d.returns), ret, 1e-3, "returns");
+  return c.truncated;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(gpu_env_chunk_matches_cpu_env_chunk) {
+  require_gpu();
+  check_gpu_env_chunk("type: cartpole", 256, 16);
+}
+
+// TMaze of length 1 truncates at 8 steps: no env can in steps 0-6 and many do
+// at step 7, so the chunk graph's truncation peek is both skipped (its IF
+// node false) and run (masked to the truncated envs), and the bootstrap
+// values still equal the CPU worker's.
+BOOST_AUTO_TEST_CASE(gpu_env_chunk_with_truncations_matches_cpu_env_chunk) {
+  require_gpu();
+  const int B = 256, T = 32;
+  const std::vector<uint8_t> trunc = check_gpu_env_chunk("type: tmaze, length: 1", B, T);
+  const auto truncated_at = [&](int t) {
+    return std::any_of(trunc.begin() + t * B, trunc.begin() + (t + 1) * B, [](uint8_t f) { return f != 0; });
+  };
+  BOOST_TEST(!truncated_at(0));
+  BOOST_TEST(truncated_at(7));
 }
 
 // A short training run with GPU envs, stopped after 3 updates and resumed, is

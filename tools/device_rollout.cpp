@@ -1,6 +1,7 @@
 #include "tools/device_rollout.hpp"
 
 #include "kernels/gae.cuh"
+#include "kernels/graph_if_any.cuh"
 #include "kernels/reward_scale.cuh"
 #include "kernels/rollout_record.cuh"
 
@@ -66,8 +67,11 @@ void DeviceRollout::record(cudaStream_t s) {
     env_->step(act_t, s);
     // A time limit is not a terminal state: bootstrap from V(final obs), on
     // the state that saw the episode (the reset happens at the next act), for
-    // the truncated envs only (record_env_step keeps no other final value).
-    actor_->enqueue_peek_values(s, env_->final_obs(), env_->truncated(), peek_.data());
+    // the truncated envs only (record_env_step keeps no other final value),
+    // and only on steps where some env truncated.
+    cuda::capture_if_any(s, peek_stream_.get(), env_->truncated(), B, [&] {
+      actor_->enqueue_peek_values(peek_stream_.get(), env_->final_obs(), env_->truncated(), peek_.data());
+    });
     cuda::EnvStepRecord r;
     r.B = B;
     r.reward = env_->reward();

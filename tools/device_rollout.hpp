@@ -82,6 +82,7 @@ class DeviceRollout {
   AlgoConfig algo_;
   int B_, O_;
   CudaStream stream_;
+  CudaStream peek_stream_;  // captures the truncation peeks into their IF nodes
   DeviceChunk chunk_;
   DeviceBuffer<uint8_t> starts_;     // (B) episode_start of the next step
   DeviceBuffer<float> peek_;         // (B) V(final obs) of the current step

@@ -1,0 +1,26 @@
+// Work inside a CUDA graph that runs only when some flag is set, decided on
+// the device at every replay: a one-block kernel ORs the flags and sets the
+// condition of a graph IF node (CUDA 12.4+) whose body holds the work.
+//
+// Why: the device rollout bootstraps V(final obs) for truncated envs only,
+// and most steps truncate none (CartPole's time limit is 500 steps); the
+// body then costs one tiny kernel instead of a whole masked actor pass.
+//
+// Call while `stream` is being captured; `body` enqueues its work on
+// `body_stream` (another stream, idle and not capturing), which then
+// captures into the IF node's body graph. A body may hold kernels, memsets
+// and memcopies only (no host nodes, no programmatic-launch edges): CUDA's
+// rule for conditional bodies.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+
+namespace mambarl::cuda {
+
+void capture_if_any(cudaStream_t stream, cudaStream_t body_stream, const uint8_t* flags, int n,
+                    const std::function<void()>& body);
+
+}  // namespace mambarl::cuda
