@@ -73,11 +73,16 @@ using PinnedBuffer = CudaArray<T, true>;
 // Blocking copies for set-up, checkpoints, accessors and tests, never inside
 // a captured region: they run on `stream` and synchronise it before returning.
 template <typename T>
+void copy_to_host(T* host, const T* device, size_t n, cudaStream_t stream = nullptr) {
+  if (n == 0) return;
+  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(host, device, n * sizeof(T), cudaMemcpyDeviceToHost, stream));
+  MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+template <typename T>
 std::vector<T> copy_to_host(const T* device, size_t n, cudaStream_t stream = nullptr) {
   std::vector<T> host(n);
-  if (n == 0) return host;
-  MAMBARL_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost, stream));
-  MAMBARL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  copy_to_host(host.data(), device, n, stream);
   return host;
 }
 

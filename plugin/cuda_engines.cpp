@@ -29,10 +29,9 @@ class GpuActorRole final : public ActorRole {
   void peek_values(const float* obs, const uint8_t* needed, float* values) override {
     a_.peek_values(obs, needed, values);
   }
-  void get_state(float* state) override {
-    const std::vector<float> s = a_.state();  // (B, state_size)
-    std::copy(s.begin(), s.end(), state);
-  }
+  // Straight into the caller's buffer: at 16k envs the state is hundreds of
+  // MB, fetched once per chunk with CPU envs.
+  void get_state(float* state) override { a_.copy_state_to(state); }
   void set_state(const float* state) override {
     a_.set_state(state, static_cast<size_t>(a_.num_envs()) * a_.state_size());
   }

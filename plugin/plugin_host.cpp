@@ -335,7 +335,11 @@ void ActorHandle::reset(const uint8_t* mask) { check(vt_->actor_reset(a_, view_u
 
 void ActorHandle::get_state(std::vector<float>& state) {
   state.resize(static_cast<size_t>(B_) * static_cast<size_t>(info_.state_size));
-  check(vt_->actor_get_state(a_, view_f32(state.data(), {B_, info_.state_size})), "actor_get_state");
+  get_state(state.data());
+}
+
+void ActorHandle::get_state(float* state) {
+  check(vt_->actor_get_state(a_, view_f32(state, {B_, info_.state_size})), "actor_get_state");
 }
 
 void ActorHandle::set_state(const std::vector<float>& state) {

@@ -117,6 +117,7 @@ class ActorHandle {
   ActorHandle& operator=(const ActorHandle&) = delete;
 
   int num_envs() const { return B_; }
+  size_t state_size() const { return static_cast<size_t>(info_.state_size); }  // floats per env
   // obs (B, obs_dim), starts (B) -> actions (B, act_width), logp (B), values (B)
   void act(const float* obs, const uint8_t* starts, float* actions, float* logp, float* values);
   // (B, obs_dim) -> (B); state unchanged. needed (B) or null (every env): the
@@ -124,6 +125,7 @@ class ActorHandle {
   void peek_values(const float* obs, const uint8_t* needed, float* values);
   void reset(const uint8_t* mask);                    // (B)
   void get_state(std::vector<float>& state);          // resized to (B, state_size)
+  void get_state(float* state);                       // (B, state_size) floats at `state`
   void set_state(const std::vector<float>& state);
   void set_weights(const std::vector<float>& weights, long long version);
   long long weights_version() const { return version_; }

@@ -487,6 +487,11 @@ std::vector<float> GpuActor::state() const {
   return copy_to_host(m.state.data(), static_cast<size_t>(m.B) * m.S, m.stream.get());
 }
 
+void GpuActor::copy_state_to(float* host) const {
+  const Impl& m = *impl_;
+  copy_to_host(host, m.state.data(), static_cast<size_t>(m.B) * m.S, m.stream.get());
+}
+
 void GpuActor::set_state(const float* s, size_t n) {
   Impl& m = *impl_;
   MAMBARL_CHECK(n == static_cast<size_t>(m.B) * m.S,

@@ -99,6 +99,7 @@ class GpuActor {
 
   // Checkpoint access (device <-> host copies).
   std::vector<float> state() const;  // (B, state_size)
+  void copy_state_to(float* host) const;  // (B, state_size), straight into the caller's memory
   void set_state(const float* s, size_t n);
   std::vector<Rng> rngs() const;     // (B)
   void set_rngs(const Rng* r, size_t n);

@@ -86,10 +86,12 @@ void RolloutWorker::load_env_state(const std::vector<uint8_t>& bytes) {
   split_parts(lanes_, bytes, "env state", [](Lane& l, const std::vector<uint8_t>& part) { l.env->load_state(part); });
 }
 
+// Each lane's state straight into its rows of `state`: once per chunk, and
+// hundreds of MB at tens of thousands of envs, so no temporaries.
 void RolloutWorker::get_actor_state(std::vector<float>& state) {
-  state = concat_parts<float>(lanes_, "actor state", [](const Lane& l, std::vector<float>& out) {
-    l.actor->get_state(out);
-  });
+  const size_t S = lanes_[0].actor->state_size();
+  state.resize(static_cast<size_t>(B_) * S);
+  for (const Lane& l : lanes_) l.actor->get_state(state.data() + static_cast<size_t>(l.col0) * S);
 }
 
 void RolloutWorker::set_actor_state(const std::vector<float>& state) {
