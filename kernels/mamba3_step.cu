@@ -111,7 +111,9 @@ __global__ void __launch_bounds__(kMaxThreads)
             o_lam = o_a + H, o_th = o_lam + H;
   const bool start = flags.start(b);
   const float* st_in = state_in + static_cast<size_t>(b) * stride;  // S (H, P, N)
-  float* st_out = state_out ? state_out + static_cast<size_t>(b) * stride : nullptr;  // null: a peek
+  // null for a peek; offset only when set (a ternary on the whole pointer
+  // made ptxas spill the VW = 4 kernel)
+  float* st_out = state_out + (state_out ? static_cast<size_t>(b) * stride : 0);
   const size_t kp_off = static_cast<size_t>(E) * N, vp_off = kp_off + HN, phi_off = vp_off + E;
 
   // The first tile of S is independent of everything below: start its loads now.

@@ -73,7 +73,9 @@ struct GpuActor::Impl {
   DeviceBuffer<float> h, proj, gated;      // (B, D), (B, max in_rows), (B, max E)
   DeviceBuffer<float> act;                 // (B, max Mamba1Dims::act_floats) mamba1 scratch
   size_t obs_bytes = 0;
-  PinnedBuffer<uint8_t> in_host;  // [obs f32 (B, obs_dim)][flags u8 (B)]: episode_start, or a peek's needed
+  // [obs f32 (B, obs_dim)][episode_start u8 (B)][a peek's needed u8 (B)]: a
+  // peek leaves the last act()'s starts in place (time_steps_us replays them).
+  PinnedBuffer<uint8_t> in_host;
   DeviceBuffer<uint8_t> in_dev;
   PinnedBuffer<float> out_host;            // [actions (B, act_width)][logp (B)][values (B)]
   DeviceBuffer<float> out_dev;
@@ -241,9 +243,9 @@ GpuActor::Impl::Impl(std::shared_ptr<const ActorCritic<float>> m, const PolicyCo
   gated = DeviceBuffer<float>(Bz * max_e);
   act = DeviceBuffer<float>(Bz * max_act);
   obs_bytes = Bz * obs_dim * sizeof(float);
-  in_host = PinnedBuffer<uint8_t>(obs_bytes + Bz);
+  in_host = PinnedBuffer<uint8_t>(obs_bytes + 2 * Bz);
   std::memset(in_host.data(), 0, in_host.bytes());
-  in_dev = DeviceBuffer<uint8_t>(obs_bytes + Bz);
+  in_dev = DeviceBuffer<uint8_t>(in_host.size());
   out_host = PinnedBuffer<float>(Bz * (act_width + 2));
   out_dev = DeviceBuffer<float>(Bz * (act_width + 2));
   mask = DeviceBuffer<uint8_t>(Bz);
@@ -317,10 +319,10 @@ std::vector<GraphBinding> GpuActor::Impl::bindings() const {
   };
 }
 
-// The own-stream step's IO: in_dev holds [obs][flags] (the flags: episode
-// starts, or a peek's needed envs), out_dev [actions][logp][values].
+// The own-stream step's IO: in_dev holds [obs][episode starts][a peek's
+// needed envs], out_dev [actions][logp][values].
 GpuActor::Impl::StepIo GpuActor::Impl::own_io(bool peek) const {
-  const uint8_t* flags = in_dev.data() + obs_bytes;
+  const uint8_t* flags = in_dev.data() + obs_bytes + (peek ? static_cast<size_t>(B) : 0);
   return {reinterpret_cast<const float*>(in_dev.data()),
           peek ? cuda::StepFlags{nullptr, flags} : cuda::StepFlags{flags, nullptr}, out_actions(), out_logp(),
           out_values()};
@@ -447,7 +449,7 @@ void GpuActor::act_end(float* actions, float* logp, float* values) {
 void GpuActor::peek_values(const float* obs, const uint8_t* needed, float* values) {
   Impl& m = *impl_;
   std::memcpy(m.in_host.data(), obs, m.obs_bytes);
-  uint8_t* flags = m.in_host.data() + m.obs_bytes;
+  uint8_t* flags = m.in_host.data() + m.obs_bytes + static_cast<size_t>(m.B);
   if (needed)
     std::memcpy(flags, needed, static_cast<size_t>(m.B));
   else

@@ -108,8 +108,9 @@ class GpuActor {
   Launch launch() const;
 
   // Device time in µs per step: `groups` samples, each the mean over `group`
-  // back-to-back steps (kernels/event_timing.cuh), replaying the inputs of
-  // the last act() in the current launch mode.
+  // back-to-back steps (kernels/event_timing.cuh), replaying the episode
+  // starts of the last act() and the last staged obs (that act()'s, or a later
+  // peek's) in the current launch mode.
   std::vector<double> time_steps_us(int groups, int group);
 
  private:

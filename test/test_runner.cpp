@@ -191,6 +191,26 @@ BOOST_AUTO_TEST_CASE(metrics_log_resume_cuts_back_and_drops_partial_lines) {
   fs::remove_all(dir);
 }
 
+// A run resumed by a version that logs another column set (here: one more)
+// rewrites the header; the kept rows stay as they were.
+BOOST_AUTO_TEST_CASE(metrics_log_resume_with_new_columns_rewrites_the_header) {
+  const fs::path dir = temp_dir("metrics_cols");
+  const std::string path = (dir / "m.csv").string();
+  {
+    MetricsLog log(path, "csv", -1);
+    for (int u = 1; u <= 2; ++u) log.write({{"update", u}, {"env_steps", 100.0 * u}, {"mean_return", 1}});
+  }
+  {
+    MetricsLog log(path, "csv", 2);
+    log.write({{"update", 3}, {"env_steps", 300}, {"mean_return", 1}, {"learn_s", 0.5}});
+    log.write({{"update", 4}, {"env_steps", 400}, {"mean_return", 1}, {"learn_s", 0.25}});
+  }
+  std::ifstream in(path);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  BOOST_TEST(all == "update,env_steps,mean_return,learn_s\n1,100,1\n2,200,1\n3,300,1,0.5\n4,400,1,0.25\n");
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(bounded_queue_never_exceeds_its_bound) {
   // Four fast producers against a deliberately slow consumer (the learner):
   // the queue fills to its bound and must stay there, never above it.

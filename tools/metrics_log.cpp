@@ -63,6 +63,7 @@ MetricsLog::MetricsLog(const std::string& path, const std::string& format, long 
         std::stringstream ss(line);
         for (std::string c; std::getline(ss, c, ',');) header.push_back(c);
         kept += line + "\n";
+        header_ = line;
         header_written_ = true;
         continue;
       }
@@ -77,6 +78,20 @@ MetricsLog::MetricsLog(const std::string& path, const std::string& format, long 
   MAMBARL_CHECK(f_, path << ": cannot open metrics file for writing: " << std::strerror(errno));
 }
 
+// The kept rows under a new header line, written atomically like the cut on resume.
+void MetricsLog::replace_header(const std::string& header) {
+  std::fclose(f_);
+  f_ = nullptr;
+  std::ifstream in(path_, std::ios::binary);
+  std::string first, rest;
+  std::getline(in, first);
+  rest.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  in.close();
+  write_file_atomically(path_, header + "\n" + rest);
+  f_ = std::fopen(path_.c_str(), "ab");
+  MAMBARL_CHECK(f_, path_ << ": cannot open metrics file for writing: " << std::strerror(errno));
+}
+
 MetricsLog::~MetricsLog() {
   if (f_) std::fclose(f_);
 }
@@ -84,11 +99,15 @@ MetricsLog::~MetricsLog() {
 void MetricsLog::write(const MetricsRow& row) {
   std::string line;
   if (format_ == "csv") {
+    std::string header;
+    for (size_t i = 0; i < row.size(); ++i) header += (i ? "," : "") + row[i].first;
     if (!header_written_) {
-      for (size_t i = 0; i < row.size(); ++i) line += (i ? "," : "") + row[i].first;
-      line += "\n";
+      line += header + "\n";
       header_written_ = true;
+    } else if (header != header_) {
+      replace_header(header);
     }
+    header_ = header;
     for (size_t i = 0; i < row.size(); ++i) line += (i ? "," : "") + fmt(row[i].second);
   } else {
     line = "{";

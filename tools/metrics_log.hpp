@@ -1,7 +1,8 @@
 // Per-update metrics as CSV or JSONL. Each row goes out in one write() of a
 // whole line followed by a flush, so a killed run leaves complete lines only;
 // on resume the file is cut back to the rows up to the checkpoint, so the log
-// continues without duplicates.
+// continues without duplicates. A CSV resumed by a version that logs more
+// columns gets the new header (its older rows keep their fewer cells).
 #pragma once
 
 #include <cstdio>
@@ -28,9 +29,12 @@ class MetricsLog {
   const std::vector<std::pair<double, double>>& curve() const { return curve_; }
 
  private:
+  void replace_header(const std::string& header);
+
   std::string path_, format_;
   std::FILE* f_ = nullptr;
   bool header_written_ = false;
+  std::string header_;  // the CSV header line in the file, without '\n'
   std::vector<std::pair<double, double>> curve_;
 };
 
