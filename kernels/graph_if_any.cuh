@@ -8,9 +8,10 @@
 //
 // Call while `stream` is being captured; `body` enqueues its work on
 // `body_stream` (another stream, idle and not capturing), which then
-// captures into the IF node's body graph. A body may hold kernels, memsets
-// and memcopies only (no host nodes, no programmatic-launch edges): CUDA's
-// rule for conditional bodies.
+// captures into the IF node's body graph. CUDA allows kernels, memsets,
+// memcopies, child graphs and conditionals in a body (no host nodes, no
+// allocations); the rollout's peek is kernels only, launched without PDL
+// (programmatic edges inside a body are untried here).
 #pragma once
 
 #include <cuda_runtime.h>
