@@ -1,8 +1,8 @@
 // The runner's pieces: GAE, experiment configs (a table of broken files),
 // the metrics log, the bounded queue, the stalled-actor watchdog.
 #define BOOST_TEST_MODULE runner
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "test/hide_gpus.hpp"
 #include "tools/actor_watchdog.hpp"
 #include "tools/bounded_queue.hpp"
 #include "tools/experiment.hpp"
@@ -17,7 +18,6 @@
 #include "tools/metrics_log.hpp"
 #include "tools/policy_session.hpp"
 #include "tools/trainer.hpp"
-#include "test/hide_gpus.hpp"
 
 using namespace mambarl;
 namespace fs = std::filesystem;
@@ -351,6 +351,46 @@ BOOST_AUTO_TEST_CASE(cuda_without_a_gpu_falls_back_to_the_cpu_and_trains) {
       BOOST_TEST(resolved["runtime"]["dtype"].as<std::string>() == "float32");
     }
   }
+  fs::remove_all(dir);
+}
+
+// Every metrics row splits its update's wall time into collect_s (the
+// rollout, sync mode) and learn_s (the update): both present, non-negative,
+// and together within the wall time between two rows.
+BOOST_AUTO_TEST_CASE(metrics_rows_split_the_update_into_collect_and_learn) {
+  const fs::path dir = temp_dir("phases");
+  const std::string path = (dir / "tiny.yaml").string();
+  std::ofstream(path) << "env: {type: cartpole, num_envs: 8}\n"
+                         "policy: {type: mamba1, d_model: 8, n_layers: 1, d_state: 4}\n"
+                         "algo: {total_env_steps: 640, chunk_len: 16, epochs: 1, minibatches: 2}\n";
+  const Experiment exp = load_experiment(path, {std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN,
+                                                "runtime.out_dir=" + (dir / "run").string()});
+  std::ostringstream log;
+  run_training(exp, TrainOptions{}, log);
+  std::ifstream in(dir / "run" / "metrics.csv");
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> header;
+  for (std::istringstream cells(line); std::getline(cells, line, ',');) header.push_back(line);
+  const auto col = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    BOOST_REQUIRE_MESSAGE(it != header.end(), "metrics.csv has no column " << name);
+    return static_cast<size_t>(it - header.begin());
+  };
+  const size_t wall = col("wall_s"), collect = col("collect_s"), learn = col("learn_s");
+  double prev_wall = 0;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    std::vector<double> v;
+    for (std::istringstream cells(line); std::getline(cells, line, ',');) v.push_back(std::stod(line));
+    BOOST_REQUIRE_EQUAL(v.size(), header.size());
+    BOOST_TEST(v[collect] >= 0.0);
+    BOOST_TEST(v[learn] > 0.0);
+    BOOST_TEST(v[collect] + v[learn] <= v[wall] - prev_wall + 1e-6);
+    prev_wall = v[wall];
+    ++rows;
+  }
+  BOOST_TEST(rows == 5);  // 640 steps in chunks of 8 x 16
   fs::remove_all(dir);
 }
 
