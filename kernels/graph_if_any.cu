@@ -18,9 +18,33 @@ __global__ void set_if_any_kernel(cudaGraphConditionalHandle handle, const uint8
 
 }  // namespace
 
+bool graph_conditionals_supported() {
+  static const bool supported = [] {
+    cudaGraph_t g = nullptr;
+    if (cudaGraphCreate(&g, 0) != cudaSuccess) return false;
+    cudaGraphConditionalHandle handle = 0;
+    cudaGraphNodeParams params{};
+    params.type = cudaGraphNodeTypeConditional;
+    params.conditional.type = cudaGraphCondTypeIf;
+    params.conditional.size = 1;
+    cudaGraphNode_t node = nullptr;
+    bool ok = cudaGraphConditionalHandleCreate(&handle, g, 0, 0) == cudaSuccess;
+    params.conditional.handle = handle;
+    ok = ok && cudaGraphAddNode(&node, g, nullptr, nullptr, 0, &params) == cudaSuccess;
+    (void)cudaGraphDestroy(g);
+    (void)cudaGetLastError();  // a refusal here is an answer, not a sticky error
+    return ok;
+  }();
+  return supported;
+}
+
 void capture_if_any(cudaStream_t stream, cudaStream_t body_stream, const uint8_t* flags, int n,
-                    const std::function<void()>& body) {
+                    const std::function<void(cudaStream_t)>& body) {
   MAMBARL_CHECK(n > 0 && flags, "capture_if_any: need flags for n > 0 envs, got n " << n);
+  if (!graph_conditionals_supported()) {
+    body(stream);
+    return;
+  }
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   cudaGraph_t graph = nullptr;
   MAMBARL_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph));
@@ -51,7 +75,7 @@ void capture_if_any(cudaStream_t stream, cudaStream_t body_stream, const uint8_t
   MAMBARL_CUDA_CHECK(cudaStreamBeginCaptureToGraph(body_stream, body_graph, nullptr, nullptr, 0,
                                                    cudaStreamCaptureModeThreadLocal));
   try {
-    body();
+    body(body_stream);
   } catch (...) {
     cudaGraph_t ignored = nullptr;
     (void)cudaStreamEndCapture(body_stream, &ignored);

@@ -50,6 +50,7 @@ DeviceRollout::DeviceRollout(std::unique_ptr<GpuVecEnv> env, std::unique_ptr<Act
   std::vector<double> scaler(scaler_.size(), 0.0);
   scaler[1] = 1.0;  // RewardScaler's initial (mean 0, var 1, count 0)
   set_reward_scaler_state(scaler);  // synchronises the stream
+  (void)cuda::graph_conditionals_supported();  // probed here, not first inside the chunk's capture
 }
 
 void DeviceRollout::record(cudaStream_t s) {
@@ -69,8 +70,8 @@ void DeviceRollout::record(cudaStream_t s) {
     // the state that saw the episode (the reset happens at the next act), for
     // the truncated envs only (record_env_step keeps no other final value),
     // and only on steps where some env truncated.
-    cuda::capture_if_any(s, peek_stream_.get(), env_->truncated(), B, [&] {
-      actor_->enqueue_peek_values(peek_stream_.get(), env_->final_obs(), env_->truncated(), peek_.data());
+    cuda::capture_if_any(s, peek_stream_.get(), env_->truncated(), B, [&](cudaStream_t ps) {
+      actor_->enqueue_peek_values(ps, env_->final_obs(), env_->truncated(), peek_.data());
     });
     cuda::EnvStepRecord r;
     r.B = B;
