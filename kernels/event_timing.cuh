@@ -4,11 +4,10 @@
 // All repetitions are enqueued back to back before the first sync, with an
 // event after every `group` of them; each group's interval divided by
 // `group` is one sample (its repetitions' device time, launch gaps included).
-// Why groups: event timestamps advance in coarse ticks on some machines (the
-// lent H200 was seen to tick in 8.192 µs steps), so the interval of one
-// 50 µs replay reads as a whole number of ticks and a median of such
-// intervals is off by up to a tick. A group spanning many ticks averages
-// that away; the median over groups still discards outliers.
+// Groups make each sample a mean over several short repetitions (an actor
+// step is tens of µs); the median over groups still discards outliers. The
+// event clock is not the limit: on the lent H200 it resolves tens of ns (a
+// 13 µs device copy timed per copy reads 13.22, 13.41, 13.47, ...).
 #pragma once
 
 #include <cuda_runtime.h>

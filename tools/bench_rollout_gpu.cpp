@@ -35,8 +35,7 @@ constexpr int kObs = 4, kActions = 2;  // as the CPU bench: CartPole-sized heads
 // Warm-up per shape and mode: replays for at least this long, so that the SM
 // clock has ramped from idle to boost before anything is timed.
 constexpr double kWarmupUs = 500e3;
-// Steps per timing sample: groups of 10 span over ten ticks of the event
-// clock at the smallest shapes (kernels/event_timing.cuh).
+// Steps per timing sample (kernels/event_timing.cuh).
 constexpr int kGroup = 10;
 
 void warm_up(GpuActor& actor) {
