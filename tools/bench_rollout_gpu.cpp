@@ -10,7 +10,10 @@
 
 #include "kernels/clock_probe.cuh"
 #include "kernels/cuda_check.cuh"
+#include "kernels/cuda_handles.cuh"
 #include "kernels/device_buffer.cuh"
+#include "kernels/event_timing.cuh"
+#include "policy/cuda_graph.hpp"
 #include "policy/gpu_actor.hpp"
 #include "policy/json.hpp"
 #include "policy/policy_config.hpp"
@@ -81,6 +84,28 @@ double copy_bandwidth_tbps() {
   return median(tbps);
 }
 
+// The same step with device-resident inputs and outputs: enqueue_act
+// captured into a graph of its own, with no copy from or to pinned host
+// memory. Beside us_per_step_graph it separates the kernels' time from that
+// of the own-stream step's host copies (kernels/ROLLOUT_PERF.md, session 5).
+double device_io_step_us(GpuActor& actor, const std::vector<float>& obs, const std::vector<uint8_t>& starts,
+                         int reps) {
+  const size_t B = starts.size();
+  const DeviceBuffer<float> obs_d = to_device(obs);
+  const DeviceBuffer<uint8_t> starts_d = to_device(starts);
+  DeviceBuffer<float> act_d(B), logp_d(B), val_d(B);
+  CudaStream stream;
+  CudaGraph graph("bench device-io step");
+  graph.capture(stream.get(), {}, [&](cudaStream_t st) {
+    actor.enqueue_act(st, obs_d.data(), starts_d.data(), act_d.data(), logp_d.data(), val_d.data());
+  });
+  const auto replay = [&] { graph.launch(stream.get()); };
+  double us = 0;
+  for (int i = 0; i < 1000 && us < kWarmupUs; ++i)
+    for (double ms : cuda::time_repetitions_ms(stream.get(), 10, 10, replay)) us += 10e3 * ms;
+  return median(cuda::time_repetitions_ms(stream.get(), reps / kGroup, kGroup, replay)) * 1e3;
+}
+
 std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double copy_tbps, bool bf16) {
   const PolicyConfig cfg = policy_for(s);
   std::shared_ptr<const ActorCritic<float>> model =
@@ -117,6 +142,7 @@ std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double cop
   actor.set_launch(GpuActor::Launch::eager);
   warm_up(actor);
   const double eager_us = median(actor.time_steps_us(reps / kGroup, kGroup));
+  const double device_io_us = device_io_step_us(actor, obs, starts, reps);  // eager mode: no PDL
 
   const double state_bytes = static_cast<double>(B) * actor.state_size() * sizeof(float);
   std::ostringstream os;
@@ -128,7 +154,7 @@ std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double cop
     os << ",\"us_per_step_graph_pdl\":" << pdl_us;
   else
     os << ",\"graph_pdl_error\":" << json_quote(pdl_error);
-  os << ",\"us_per_step_eager\":" << eager_us
+  os << ",\"us_per_step_eager\":" << eager_us << ",\"us_per_step_device_io_graph\":" << device_io_us
      << ",\"env_steps_per_s\":" << s.B * 1e6 / graph_us << ",\"state_bytes\":" << state_bytes
      << ",\"sm_mhz\":[" << mhz_before << "," << mhz_after << "]";
   if (with_floor) {
