@@ -16,6 +16,16 @@ __global__ void set_if_any_kernel(cudaGraphConditionalHandle handle, const uint8
   if (threadIdx.x == 0) cudaGraphSetConditional(handle, any ? 1u : 0u);
 }
 
+// An IF node with one body graph, run when the handle's value is non-zero.
+cudaGraphNodeParams if_node_params(cudaGraphConditionalHandle handle) {
+  cudaGraphNodeParams params{};
+  params.type = cudaGraphNodeTypeConditional;
+  params.conditional.handle = handle;
+  params.conditional.type = cudaGraphCondTypeIf;
+  params.conditional.size = 1;
+  return params;
+}
+
 }  // namespace
 
 bool graph_conditionals_supported() {
@@ -23,13 +33,9 @@ bool graph_conditionals_supported() {
     cudaGraph_t g = nullptr;
     if (cudaGraphCreate(&g, 0) != cudaSuccess) return false;
     cudaGraphConditionalHandle handle = 0;
-    cudaGraphNodeParams params{};
-    params.type = cudaGraphNodeTypeConditional;
-    params.conditional.type = cudaGraphCondTypeIf;
-    params.conditional.size = 1;
     cudaGraphNode_t node = nullptr;
     bool ok = cudaGraphConditionalHandleCreate(&handle, g, 0, 0) == cudaSuccess;
-    params.conditional.handle = handle;
+    cudaGraphNodeParams params = if_node_params(handle);
     ok = ok && cudaGraphAddNode(&node, g, nullptr, nullptr, 0, &params) == cudaSuccess;
     (void)cudaGraphDestroy(g);
     (void)cudaGetLastError();  // a refusal here is an answer, not a sticky error
@@ -60,11 +66,7 @@ void capture_if_any(cudaStream_t stream, cudaStream_t body_stream, const uint8_t
   const cudaGraphNode_t* deps = nullptr;
   size_t ndeps = 0;
   MAMBARL_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph, &deps, nullptr, &ndeps));
-  cudaGraphNodeParams params{};
-  params.type = cudaGraphNodeTypeConditional;
-  params.conditional.handle = handle;
-  params.conditional.type = cudaGraphCondTypeIf;
-  params.conditional.size = 1;
+  cudaGraphNodeParams params = if_node_params(handle);
   cudaGraphNode_t node = nullptr;
   MAMBARL_CUDA_CHECK(cudaGraphAddNode(&node, graph, deps, nullptr, ndeps, &params));
   const cudaGraph_t body_graph = params.conditional.phGraph_out[0];

@@ -41,10 +41,16 @@ constexpr double kWarmupUs = 500e3;
 // Steps per timing sample (kernels/event_timing.cuh).
 constexpr int kGroup = 10;
 
-void warm_up(GpuActor& actor) {
+// time(): samples of kGroup steps each, µs per step.
+template <class Time>
+void warm_up(Time&& time) {
   double us = 0;
   for (int i = 0; i < 1000 && us < kWarmupUs; ++i)
-    for (double t : actor.time_steps_us(10, 10)) us += 10 * t;
+    for (double t : time()) us += kGroup * t;
+}
+
+void warm_up(GpuActor& actor) {
+  warm_up([&] { return actor.time_steps_us(10, kGroup); });
 }
 
 double median(std::vector<double> v) {
@@ -100,10 +106,13 @@ double device_io_step_us(GpuActor& actor, const std::vector<float>& obs, const s
     actor.enqueue_act(st, obs_d.data(), starts_d.data(), act_d.data(), logp_d.data(), val_d.data());
   });
   const auto replay = [&] { graph.launch(stream.get()); };
-  double us = 0;
-  for (int i = 0; i < 1000 && us < kWarmupUs; ++i)
-    for (double ms : cuda::time_repetitions_ms(stream.get(), 10, 10, replay)) us += 10e3 * ms;
-  return median(cuda::time_repetitions_ms(stream.get(), reps / kGroup, kGroup, replay)) * 1e3;
+  const auto time_us = [&](int groups) {
+    std::vector<double> us = cuda::time_repetitions_ms(stream.get(), groups, kGroup, replay);
+    for (double& t : us) t *= 1e3;
+    return us;
+  };
+  warm_up([&] { return time_us(10); });
+  return median(time_us(reps / kGroup));
 }
 
 std::string bench_shape(const GpuShape& s, int reps, bool with_floor, double copy_tbps, bool bf16) {
