@@ -144,31 +144,67 @@ class ConfigNode {
   std::string path_;
 };
 
+// "" when `text` holds no control character other than tab and newline; else
+// which one it is, for an error message.
+inline std::string control_character_in(const std::string& text) {
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f) {
+      std::ostringstream os;
+      os << "control character 0x" << std::hex << static_cast<int>(c)
+         << " in a key or value (a stray carriage return? no setting takes control characters)";
+      return os.str();
+    }
+  }
+  return "";
+}
+
 // Refuses a YAML tree that is too deep or too big to walk: an alias inside
 // its own anchor (`&a [*a]`) makes a cycle, and aliases of aliases multiply a
 // few lines into billions of nodes. Every walk of the tree (copies, the
 // resolved config written back, the checks) is only safe after this. Nodes
 // are counted through aliases, as a walk would visit them.
-inline void check_yaml_bounds(const YAML::Node& n, const std::string& where) {
+// Also refuses control characters (other than tab and newline) in any key or
+// value: no setting means one, and the resolved config stored in every
+// checkpoint must read back as written; yaml-cpp writes a trailing carriage
+// return unquoted, and reading it back drops it.
+// `path` names `n` in the messages (an override's key; "" for a whole file).
+inline void check_yaml_bounds(const YAML::Node& n, const std::string& where, const std::string& path = "") {
   constexpr int kMaxDepth = 64;
   constexpr long kMaxNodes = 100000;
   long visited = 0;
-  const auto walk = [&](const auto& self, const YAML::Node& x, int depth) -> void {
+  const auto check_text = [&](const YAML::Node& scalar, const std::string& path) {
+    const std::string why = control_character_in(scalar.Scalar());
+    if (why.empty()) return;
+    const YAML::Mark m = scalar.Mark();
+    std::ostringstream os;
+    os << where;
+    if (m.line >= 0) os << ":" << m.line + 1 << ":" << m.column + 1;
+    os << ": " << (path.empty() ? std::string("the top level") : path) << ": " << why;
+    throw ConfigError(os.str());
+  };
+  const auto walk = [&](const auto& self, const YAML::Node& x, int depth, const std::string& path) -> void {
     if (depth > kMaxDepth)
       throw ConfigError(where + ": YAML nested deeper than " + std::to_string(kMaxDepth) +
                         " levels (an alias inside its own anchor?)");
     if (++visited > kMaxNodes)
       throw ConfigError(where + ": YAML expands to more than " + std::to_string(kMaxNodes) +
                         " nodes (aliases of aliases?)");
-    if (x.IsSequence())
-      for (const auto& item : x) self(self, item, depth + 1);
-    else if (x.IsMap())
+    if (x.IsScalar()) {
+      check_text(x, path);
+    } else if (x.IsSequence()) {
+      size_t i = 0;
+      for (const auto& item : x) self(self, item, depth + 1, path + "[" + std::to_string(i++) + "]");
+    } else if (x.IsMap()) {
       for (const auto& kv : x) {
-        self(self, kv.first, depth + 1);
-        self(self, kv.second, depth + 1);
+        const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "<a non-scalar key>";
+        const std::string child = path.empty() ? key : path + "." + key;
+        self(self, kv.first, depth + 1, child);
+        self(self, kv.second, depth + 1, child);
       }
+    }
   };
-  walk(walk, n, 0);
+  walk(walk, n, 0, path);
 }
 
 // A copy of `n` whose nodes carry no source position: a value parsed from an
@@ -215,6 +251,7 @@ inline void apply_overrides(YAML::Node& root, const std::vector<std::string>& ov
       const size_t dot = key.find('.', begin);
       parts.push_back(key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
       if (parts.back().empty()) bad("empty key" + std::string(key.empty() ? "" : " component in '" + key + "'"));
+      if (const std::string why = control_character_in(parts.back()); !why.empty()) bad(why);
       if (dot == std::string::npos) break;
       begin = dot + 1;
     }
@@ -222,7 +259,7 @@ inline void apply_overrides(YAML::Node& root, const std::vector<std::string>& ov
     YAML::Node value;
     try {
       const YAML::Node parsed = YAML::Load(text);
-      check_yaml_bounds(parsed, what + ": override '" + ov + "'");
+      check_yaml_bounds(parsed, what + ": override '" + ov + "'", key);
       value = without_marks(parsed);
     } catch (const YAML::Exception& e) {
       bad("cannot parse the value as YAML: " + e.msg);

@@ -122,6 +122,13 @@ BOOST_AUTO_TEST_CASE(broken_configs_give_clear_errors) {
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {out_dir: \"\"}\n", "runtime.out_dir: must not be empty"},
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {metrics_format: xml}\n", "runtime.metrics_format"},
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {outdir: x}\n", "runtime.outdir: unknown key"},
+      // A trailing carriage return would be written back unquoted into the
+      // checkpoint's config and read back without it (found by fuzz_experiment).
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {out_dir: \"runs/x\\r\"}\n",
+       "3:20: runtime.out_dir: control character 0xd"},
+      {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {extra_plugins: [a.so, \"b\\x01.so\"]}\n",
+       "runtime.extra_plugins[1]: control character 0x1"},
+      {"env: {type: cartpole, \"num\\u007f\": 3}\npolicy: {type: mamba1}\n", "env.num\x7f: control character 0x7f"},
   };
   expect_config_errors(cases, "bad_configs");
 }
@@ -169,6 +176,20 @@ BOOST_AUTO_TEST_CASE(overrides_apply_and_bad_overrides_are_named) {
   BOOST_CHECK_THROW(load_experiment(path, {"algo.lr.x=1"}), ConfigError);
   BOOST_CHECK_THROW(load_experiment(path, {"algo.lrr=1"}), ConfigError);
   BOOST_CHECK_THROW(load_experiment((dir / "missing.yaml").string(), {}), ConfigError);
+  const auto refused_naming = [&](const std::string& override, const std::string& expect) {
+    try {
+      load_experiment(path, {override});
+      BOOST_ERROR("no error for override " << override);
+    } catch (const ConfigError& e) {
+      BOOST_CHECK_MESSAGE(std::string(e.what()).find(expect) != std::string::npos, e.what());
+    }
+  };
+  refused_naming("runtime.out_dir=runs/x\r", "runtime.out_dir: control character 0xd");
+  refused_naming("runtime.extra_plugins=[a.so, b.so\r]", "runtime.extra_plugins[1]: control character 0xd");
+  refused_naming("algo.l\x01r=1", "control character 0x1");
+  // CRLF line endings are line breaks, not part of the values.
+  std::ofstream(path) << "env: {type: cartpole}\r\npolicy: {type: mamba1}\r\nruntime:\r\n  out_dir: runs/x\r\n";
+  BOOST_TEST(load_experiment(path, {}).runtime.out_dir == "runs/x");
   fs::remove_all(dir);
 }
 
