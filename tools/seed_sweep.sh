@@ -40,7 +40,8 @@ trap 'rm -rf "$scratch"' EXIT
 for c in "${configs[@]}"; do
   for s in $seeds; do echo "$c $s"; done
 done > "$scratch/runs"
-printf '%s\n' ${overrides[@]+"${overrides[@]}"} > "$scratch/overrides"
+: > "$scratch/overrides"
+[ ${#overrides[@]} -eq 0 ] || printf '%s\n' "${overrides[@]}" > "$scratch/overrides"
 export mambarl scratch
 run_one() {
   local config=$1 seed=$2 name
