@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -92,6 +93,15 @@ struct RunState {
 std::string fmt(double v, int prec = 3) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(prec) << v;
+  return os.str();
+}
+
+// Every digit a double has, so that it parses back to the same bits: a resumed
+// run must continue bit for bit (fixed 9 decimals turned a max return of
+// -0.20833334326744... into -0.208333343, and the metrics rows differed).
+std::string exact(double v) {
+  std::ostringstream os;
+  os << std::setprecision(std::numeric_limits<double>::max_digits10) << v;
   return os.str();
 }
 
@@ -298,7 +308,7 @@ void Run::save_checkpoint() {
       {"runner.version", std::to_string(s_.version)},
       {"runner.dropped", std::to_string(s_.dropped)},
       {"runner.wall_s", fmt(wall_before_ + std::chrono::duration<double>(Clock::now() - t0_).count(), 6)},
-      {"runner.max_return", fmt(s_.max_return, 9)},
+      {"runner.max_return", exact(s_.max_return)},
       {"runner.sync", rt_.sync ? "1" : "0"},
       {"runner.env_lanes", std::to_string(lanes_)}};
   std::vector<ExtraTensor> extra;
