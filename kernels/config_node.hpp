@@ -23,6 +23,15 @@ class ConfigError : public Error {
   using Error::Error;
 };
 
+// "file:line:col" of a parsed node, or just "file" for one without a source
+// position (a value or key set by an override).
+inline std::string located(const std::string& file, const YAML::Mark& m) {
+  std::ostringstream os;
+  os << file;
+  if (m.line >= 0) os << ":" << m.line + 1 << ":" << m.column + 1;
+  return os.str();
+}
+
 class ConfigNode {
  public:
   ConfigNode() = default;
@@ -39,12 +48,7 @@ class ConfigNode {
 
   // "file:line:col" of this node (or of `key` inside it, when present).
   std::string where(const std::string& key = "") const {
-    YAML::Mark m = node_.Mark();
-    if (!key.empty() && has(key)) m = node_[key].Mark();
-    std::ostringstream os;
-    os << file_;
-    if (m.line >= 0) os << ":" << m.line + 1 << ":" << m.column + 1;
-    return os.str();
+    return located(file_, !key.empty() && has(key) ? node_[key].Mark() : node_.Mark());
   }
 
   [[noreturn]] void fail(const std::string& key, const std::string& msg) const {
@@ -102,10 +106,7 @@ class ConfigNode {
       for (const auto& c : known) ok = ok || (scalar && k == c);
       if (!ok) {
         std::ostringstream os;
-        const YAML::Mark m = kv.first.Mark();  // none (line -1) for a key set by an override
-        os << file_;
-        if (m.line >= 0) os << ":" << m.line + 1 << ":" << m.column + 1;
-        os << ": " << key_path(k) << ": unknown key (known: ";
+        os << located(file_, kv.first.Mark()) << ": " << key_path(k) << ": unknown key (known: ";
         for (size_t i = 0; i < known.size(); ++i) os << (i ? ", " : "") << known[i];
         os << ")";
         throw ConfigError(os.str());
@@ -176,12 +177,8 @@ inline void check_yaml_bounds(const YAML::Node& n, const std::string& where, con
   const auto check_text = [&](const YAML::Node& scalar, const std::string& path) {
     const std::string why = control_character_in(scalar.Scalar());
     if (why.empty()) return;
-    const YAML::Mark m = scalar.Mark();
-    std::ostringstream os;
-    os << where;
-    if (m.line >= 0) os << ":" << m.line + 1 << ":" << m.column + 1;
-    os << ": " << (path.empty() ? std::string("the top level") : path) << ": " << why;
-    throw ConfigError(os.str());
+    throw ConfigError(located(where, scalar.Mark()) + ": " +
+                      (path.empty() ? std::string("the top level") : path) + ": " + why);
   };
   const auto walk = [&](const auto& self, const YAML::Node& x, int depth, const std::string& path) -> void {
     if (depth > kMaxDepth)
