@@ -32,6 +32,10 @@ struct EnvSpec {
   std::vector<float> obs_low, obs_high;  // (obs_dim): every observation lies inside
   ActionSpace action;
   int max_episode_steps = 0;  // truncation limit (0 = none: the env always terminates by itself)
+  // POPGym's baselines show the previous action in the observation; for envs
+  // that are meaningless without it (Concentration, MineSweeper, ...) the
+  // bundled types turn `env.prev_action` on by default.
+  bool prev_action_by_default = false;
 };
 
 // Width of one env's row in the action buffer passed to VecEnv::step.
