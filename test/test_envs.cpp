@@ -16,6 +16,7 @@
 #include "envs/batched_env.hpp"
 #include "envs/cartpole.hpp"
 #include "envs/vec_env.hpp"
+#include "test/bundled_env_configs.hpp"
 
 using namespace mambarl;
 
@@ -25,21 +26,7 @@ std::unique_ptr<VecEnv> make(const std::string& yaml) {
   return make_vec_env(ConfigNode(YAML::Load(yaml), "test.yaml", "env"));
 }
 
-// Every bundled type at every difficulty (tmaze also short and with a penalty).
-const std::vector<std::string> kAllConfigs = {
-    "type: cartpole",
-    "type: stateless_cartpole",
-    "type: stateless_cartpole\ndifficulty: medium",
-    "type: stateless_cartpole\ndifficulty: hard",
-    "type: repeat_previous",
-    "type: repeat_previous\ndifficulty: medium",
-    "type: repeat_previous\ndifficulty: hard",
-    "type: count_recall",
-    "type: count_recall\ndifficulty: medium",
-    "type: count_recall\ndifficulty: hard",
-    "type: tmaze",
-    "type: tmaze\nlength: 2\nstep_penalty: 0.05",
-};
+const std::vector<std::string>& kAllConfigs = test::bundled_env_configs();
 
 // Everything a VecEnv reports over T steps, for bitwise comparisons.
 struct Trace {

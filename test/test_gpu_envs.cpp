@@ -22,6 +22,7 @@
 #include "kernels/device_buffer.cuh"
 #include "kernels/rng.hpp"
 #include "policy/cuda_graph.hpp"
+#include "test/bundled_env_configs.hpp"
 #include "test/gpu_test_util.hpp"
 
 using namespace mambarl;
@@ -33,18 +34,7 @@ namespace {
 
 constexpr int kB = 67;  // not a multiple of the kernel's block: the tail block is partly idle
 
-// Every bundled type, and a non-default difficulty/size for each that has one.
-const std::vector<std::string> kConfigs = {
-    "type: cartpole",
-    "type: stateless_cartpole",
-    "type: stateless_cartpole\ndifficulty: hard",
-    "type: repeat_previous",
-    "type: repeat_previous\ndifficulty: medium",
-    "type: count_recall",
-    "type: count_recall\ndifficulty: hard",
-    "type: tmaze",
-    "type: tmaze\nlength: 3\nstep_penalty: 0.05",
-};
+const std::vector<std::string>& kConfigs = test::bundled_env_configs();
 
 ConfigNode config(const std::string& yaml, int B) {
   return ConfigNode(YAML::Load(yaml + "\nnum_envs: " + std::to_string(B)), "test.yaml", "env");
