@@ -31,8 +31,12 @@ class BatchedEnv final : public VecEnv {
   static_assert(std::is_trivially_copyable_v<Env>, "env state is saved as raw bytes");
 
  public:
-  BatchedEnv(const Env& prototype, int num_envs)
-      : spec_(prototype.spec()), B_(num_envs), envs_(static_cast<size_t>(num_envs), prototype) {
+  // prev_action: append a one-hot of the previous action to every
+  // observation (env.prev_action; EnvBatch says how).
+  BatchedEnv(const Env& prototype, int num_envs, bool prev_action = false)
+      : spec_(prev_action ? with_prev_action(prototype.spec()) : prototype.spec()),
+        prev_action_n_(prev_action ? spec_.action.n : 0),
+        B_(num_envs), envs_(static_cast<size_t>(num_envs), prototype) {
     MAMBARL_CHECK(B_ >= 1, spec_.id << ": num_envs must be >= 1, got " << B_);
     MAMBARL_CHECK(spec_.action.discrete && spec_.action.n >= 1,
                   spec_.id << ": BatchedEnv steps discrete action spaces only");
@@ -112,7 +116,7 @@ class BatchedEnv final : public VecEnv {
     return {envs_.data(),           rngs_.data(),      obs_.data(),           final_obs_.data(),
             reward_.data(),         terminated_.data(), truncated_.data(),    episode_return_.data(),
             episode_length_.data(), running_return_.data(), running_length_.data(), spec_.obs_dim,
-            spec_.max_episode_steps};
+            spec_.max_episode_steps, prev_action_n_};
   }
 
   template <typename T>
@@ -129,6 +133,7 @@ class BatchedEnv final : public VecEnv {
   }
 
   EnvSpec spec_;
+  int prev_action_n_;  // 0, or the action count when the previous action is observed
   int B_;
   std::vector<Env> envs_;               // (B)
   std::vector<Rng> rngs_;               // (B): env b's stream, Rng(seed, b)

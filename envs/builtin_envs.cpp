@@ -12,6 +12,13 @@
 namespace mambarl {
 namespace {
 
+// check_env_keys plus the keys every bundled type shares (read by builtin_env).
+void check_builtin_keys(const ConfigNode& cfg, std::initializer_list<const char*> own_keys) {
+  std::vector<std::string> keys(own_keys.begin(), own_keys.end());
+  keys.emplace_back("prev_action");
+  check_env_keys(cfg, keys);
+}
+
 // POPGym's three levels: 0 easy, 1 medium, 2 hard.
 int read_difficulty(const ConfigNode& cfg) {
   const std::string d = cfg.get_choice("difficulty", "easy", {"easy", "medium", "hard"});
@@ -19,25 +26,25 @@ int read_difficulty(const ConfigNode& cfg) {
 }
 
 EnvPrototype cartpole(const ConfigNode& cfg) {
-  check_env_keys(cfg, {});
+  check_builtin_keys(cfg, {});
   return CartPole::full();
 }
 
 EnvPrototype stateless_cartpole(const ConfigNode& cfg) {
-  check_env_keys(cfg, {"difficulty"});
+  check_builtin_keys(cfg, {"difficulty"});
   static const int kMaxLen[] = {200, 400, 600};  // PositionOnlyCartPole{Easy,Medium,Hard}
   return CartPole::stateless(kMaxLen[read_difficulty(cfg)]);
 }
 
 EnvPrototype repeat_previous(const ConfigNode& cfg) {
-  check_env_keys(cfg, {"difficulty"});
+  check_builtin_keys(cfg, {"difficulty"});
   static const int kDecks[] = {1, 2, 3}, kK[] = {4, 32, 64};  // RepeatPrevious{Easy,Medium,Hard}
   const int d = read_difficulty(cfg);
   return RepeatPrevious(kDecks[d], kK[d]);
 }
 
 EnvPrototype count_recall(const ConfigNode& cfg) {
-  check_env_keys(cfg, {"difficulty"});
+  check_builtin_keys(cfg, {"difficulty"});
   static const int kDecks[] = {1, 2, 4};  // CountRecall{Easy,Medium,Hard}
   static const CardFeature kFeature[] = {CardFeature::colour, CardFeature::suit, CardFeature::rank};
   const int d = read_difficulty(cfg);
@@ -45,7 +52,7 @@ EnvPrototype count_recall(const ConfigNode& cfg) {
 }
 
 EnvPrototype tmaze(const ConfigNode& cfg) {
-  check_env_keys(cfg, {"length", "step_penalty"});
+  check_builtin_keys(cfg, {"length", "step_penalty"});
   const int length = cfg.get_in<int>("length", 10, 1, 100000);
   const float step_penalty = cfg.get_in<float>("step_penalty", 0.0f, 0.0f, 1.0f);
   return TMaze(length, step_penalty);
@@ -73,12 +80,14 @@ const std::vector<std::string>& builtin_env_types() {
   return types;
 }
 
-EnvPrototype builtin_env_prototype(const std::string& type, const ConfigNode& env_cfg) {
+BuiltinEnv builtin_env(const std::string& type, const ConfigNode& env_cfg) {
   const auto it = std::find_if(std::begin(kBuiltinTypes), std::end(kBuiltinTypes),
                                [&](const BuiltinType& b) { return type == b.type; });
-  MAMBARL_CHECK(it != std::end(kBuiltinTypes),
-                "builtin_env_prototype: '" << type << "' is not a bundled env type");
-  return it->prototype(env_cfg);
+  MAMBARL_CHECK(it != std::end(kBuiltinTypes), "builtin_env: '" << type << "' is not a bundled env type");
+  BuiltinEnv env{it->prototype(env_cfg)};
+  const bool by_default = std::visit([](const auto& p) { return p.spec().prev_action_by_default; }, env.prototype);
+  env.prev_action = env_cfg.get<bool>("prev_action", by_default);
+  return env;
 }
 
 std::vector<std::pair<std::string, EnvFactory>> builtin_env_factories() {
@@ -86,11 +95,13 @@ std::vector<std::pair<std::string, EnvFactory>> builtin_env_factories() {
   for (const BuiltinType& b : kBuiltinTypes) {
     const std::string type = b.type;
     factories.emplace_back(type, [type](const ConfigNode& cfg, int num_envs) {
+      const BuiltinEnv env = builtin_env(type, cfg);
       return std::visit(
-          [num_envs](const auto& prototype) -> std::unique_ptr<VecEnv> {
-            return std::make_unique<BatchedEnv<std::decay_t<decltype(prototype)>>>(prototype, num_envs);
+          [&](const auto& prototype) -> std::unique_ptr<VecEnv> {
+            using Env = std::decay_t<decltype(prototype)>;
+            return std::make_unique<BatchedEnv<Env>>(prototype, num_envs, env.prev_action);
           },
-          builtin_env_prototype(type, cfg));
+          env.prototype);
     });
   }
   return factories;

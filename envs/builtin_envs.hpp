@@ -26,9 +26,15 @@ using EnvPrototype = std::variant<CartPole, RepeatPrevious, CountRecall, TMaze>;
 // The bundled types, sorted.
 const std::vector<std::string>& builtin_env_types();
 
-// The prototype of bundled type `type` (one of builtin_env_types()) that
-// env_cfg describes; unknown keys and bad values are ConfigErrors.
-EnvPrototype builtin_env_prototype(const std::string& type, const ConfigNode& env_cfg);
+// What env_cfg describes for bundled type `type` (one of builtin_env_types()):
+// the prototype env struct and whether the previous action is observed
+// (`prev_action`, default: the type's spec().prev_action_by_default). Unknown
+// keys and bad values are ConfigErrors.
+struct BuiltinEnv {
+  EnvPrototype prototype;
+  bool prev_action = false;
+};
+BuiltinEnv builtin_env(const std::string& type, const ConfigNode& env_cfg);
 
 // The keys every env type shares, read and checked as make_vec_env does.
 struct EnvHead {

@@ -6,6 +6,13 @@
 // call these MAMBARL_HD functions over their own memory, so the two backends
 // cannot drift apart: from the same seed and actions they write the same
 // values (bit for bit, except cartpole's cos/sin: see gpu_batched_env.cuh).
+//
+// The previous-action wrapper (env.prev_action, as POPGym's baselines wrap
+// every env) lives here too, so that it is one definition on both backends:
+// with prev_action_n = n > 0 each obs row is the env's own observation
+// followed by a one-hot of the action that led to it (all zeros on an
+// episode's first observation), and the spec grows by n entries in [0, 1]
+// (with_prev_action below).
 #pragma once
 
 #include <math.h>
@@ -13,9 +20,18 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "envs/vec_env.hpp"
 #include "kernels/rng.hpp"
 
 namespace mambarl {
+
+// The spec of env `s` with the previous action appended to its observation.
+inline EnvSpec with_prev_action(EnvSpec s) {
+  s.obs_dim += s.action.n;
+  s.obs_low.resize(static_cast<size_t>(s.obs_dim), 0.0f);
+  s.obs_high.resize(static_cast<size_t>(s.obs_dim), 1.0f);
+  return s;
+}
 
 struct EnvStepResult {
   float reward = 0.0f;
@@ -43,14 +59,15 @@ struct EnvBatch {
   int32_t* episode_length;  // (B)
   double* running_return;   // (B): of the episode in progress
   int32_t* running_length;  // (B)
-  int obs_dim;
+  int obs_dim;            // the row width: the env's own observation, then prev_action_n
   int max_episode_steps;  // 0: no time limit
+  int prev_action_n;      // 0: off; else the action count, a one-hot of the last action ends each row
 
   // Starts env b's stream and first episode; its outputs read "nothing happened".
   MAMBARL_HD void reset_env(int b, uint64_t seed) const {
     float* o = obs + static_cast<size_t>(b) * obs_dim;
     rngs[b] = Rng(seed, static_cast<uint64_t>(b));
-    envs[b].reset(rngs[b], o);
+    start_episode(b, o);
     copy_obs(o, final_obs + static_cast<size_t>(b) * obs_dim);
     reward[b] = 0.0f;
     terminated[b] = 0;
@@ -66,6 +83,10 @@ struct EnvBatch {
     float* o = obs + static_cast<size_t>(b) * obs_dim;
     float* fin = final_obs + static_cast<size_t>(b) * obs_dim;
     const EnvStepResult r = envs[b].step(action, fin);
+    if (prev_action_n > 0) {
+      float* tail = fin + (obs_dim - prev_action_n);
+      for (int i = 0; i < prev_action_n; ++i) tail[i] = i == action ? 1.0f : 0.0f;
+    }
     // The episode's return sums in double: 600 steps of 1/600 must give 1 to float precision.
     running_return[b] += r.reward;
     running_length[b] += 1;
@@ -78,7 +99,7 @@ struct EnvBatch {
       episode_length[b] = running_length[b];
       running_return[b] = 0.0;
       running_length[b] = 0;
-      envs[b].reset(rngs[b], o);
+      start_episode(b, o);
     } else {
       episode_return[b] = 0.0f;
       episode_length[b] = 0;
@@ -87,6 +108,11 @@ struct EnvBatch {
   }
 
  private:
+  // A new episode's first observation: the env's own, and no previous action.
+  MAMBARL_HD void start_episode(int b, float* o) const {
+    envs[b].reset(rngs[b], o);
+    for (int i = obs_dim - prev_action_n; i < obs_dim; ++i) o[i] = 0.0f;
+  }
   MAMBARL_HD void copy_obs(const float* from, float* to) const {
     for (int i = 0; i < obs_dim; ++i) to[i] = from[i];
   }

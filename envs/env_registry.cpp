@@ -52,7 +52,7 @@ std::vector<std::string> registered_envs() {
   return names;
 }
 
-void check_env_keys(const ConfigNode& env_cfg, std::initializer_list<const char*> own_keys) {
+void check_env_keys(const ConfigNode& env_cfg, const std::vector<std::string>& own_keys) {
   std::vector<std::string> known{"type", "num_envs", "backend"};
   known.insert(known.end(), own_keys.begin(), own_keys.end());
   env_cfg.check_known(known);

@@ -78,8 +78,10 @@ class GpuBatchedEnv final : public GpuVecEnv {
                 "env state is copied to the device and saved as raw bytes");
 
  public:
-  GpuBatchedEnv(const Env& prototype, int num_envs)
-      : spec_(prototype.spec()),
+  // prev_action: as BatchedEnv's (EnvBatch appends the previous action).
+  GpuBatchedEnv(const Env& prototype, int num_envs, bool prev_action = false)
+      : spec_(prev_action ? with_prev_action(prototype.spec()) : prototype.spec()),
+        prev_action_n_(prev_action ? spec_.action.n : 0),
         B_(num_envs),
         envs_(checked_size(num_envs)),
         rngs_(envs_.size()),
@@ -213,10 +215,11 @@ class GpuBatchedEnv final : public GpuVecEnv {
             final_obs_.data(),      reward_.data(),         terminated_.data(),
             truncated_.data(),      episode_return_.data(), episode_length_.data(),
             running_return_.data(), running_length_.data(), spec_.obs_dim,
-            spec_.max_episode_steps};
+            spec_.max_episode_steps,  prev_action_n_};
   }
 
   EnvSpec spec_;
+  int prev_action_n_;  // 0, or the action count when the previous action is observed
   int B_;
   DeviceBuffer<Env> envs_;                    // (B)
   DeviceBuffer<Rng> rngs_;                    // (B): env b's stream, Rng(seed, b)

@@ -1,6 +1,6 @@
 // make_gpu_vec_env / has_gpu_env: the CUDA backend of every bundled env type.
 // The config goes through the same parsing as make_vec_env (read_env_head and
-// builtin_env_prototype, envs/builtin_envs.hpp), so both backends accept and
+// builtin_env, envs/builtin_envs.hpp), so both backends accept and
 // refuse the same configs; the prototype is then wrapped in GpuBatchedEnv.
 #include <algorithm>
 #include <memory>
@@ -26,11 +26,13 @@ std::unique_ptr<GpuVecEnv> make_gpu_vec_env(const ConfigNode& env_cfg) {
     for (const std::string& t : builtin_env_types()) types += (types.empty() ? "" : ", ") + t;
     env_cfg.fail("type", "env type '" + head.type + "' has no CUDA version (types with one: " + types + ")");
   }
+  const BuiltinEnv env = builtin_env(head.type, env_cfg);
   return std::visit(
       [&](const auto& prototype) -> std::unique_ptr<GpuVecEnv> {
-        return std::make_unique<GpuBatchedEnv<std::decay_t<decltype(prototype)>>>(prototype, head.num_envs);
+        using Env = std::decay_t<decltype(prototype)>;
+        return std::make_unique<GpuBatchedEnv<Env>>(prototype, head.num_envs, env.prev_action);
       },
-      builtin_env_prototype(head.type, env_cfg));
+      env.prototype);
 }
 
 }  // namespace mambarl

@@ -10,7 +10,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <initializer_list>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -85,6 +84,6 @@ std::string env_backend(const ConfigNode& env_cfg);
 
 // For factories: fails (ConfigError) on any key of env_cfg other than `type`,
 // `num_envs`, `backend` and the env type's own keys.
-void check_env_keys(const ConfigNode& env_cfg, std::initializer_list<const char*> own_keys);
+void check_env_keys(const ConfigNode& env_cfg, const std::vector<std::string>& own_keys);
 
 }  // namespace mambarl

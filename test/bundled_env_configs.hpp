@@ -23,6 +23,7 @@ inline const std::vector<std::string>& bundled_env_configs() {
       "type: count_recall\ndifficulty: hard",
       "type: tmaze",
       "type: tmaze\nlength: 2\nstep_penalty: 0.05",
+      "type: tmaze\nlength: 3\nprev_action: true",
   };
   return configs;
 }

@@ -297,6 +297,52 @@ BOOST_AUTO_TEST_CASE(auto_reset_keeps_final_obs_and_starts_fresh) {
   BOOST_TEST(n_both > 0);
 }
 
+// env.prev_action: each observation ends with a one-hot of the action that led
+// to it; an episode's first observation (at reset and after an auto-reset)
+// shows none; final_obs keeps the last action; the env's own part is
+// unchanged (compared with the same env, same seed and actions, unwrapped).
+BOOST_AUTO_TEST_CASE(prev_action_appends_a_one_hot_of_the_last_action) {
+  const int B = 5;
+  auto plain = make("type: tmaze\nlength: 2\nnum_envs: 5");
+  auto wrapped = make("type: tmaze\nlength: 2\nprev_action: true\nnum_envs: 5");
+  const int O = plain->spec().obs_dim, n = plain->spec().action.n, W = wrapped->spec().obs_dim;
+  BOOST_TEST(W == O + n);
+  BOOST_TEST(wrapped->spec().obs_low[static_cast<size_t>(O)] == 0.0f);
+  BOOST_TEST(wrapped->spec().obs_high[static_cast<size_t>(W - 1)] == 1.0f);
+  plain->reset(3);
+  wrapped->reset(3);
+  const auto tail_is = [&](const float* row, int action) {  // action -1: all zeros
+    for (int i = 0; i < n; ++i)
+      if (row[O + i] != (i == action ? 1.0f : 0.0f)) return false;
+    return true;
+  };
+  for (int b = 0; b < B; ++b) BOOST_TEST(tail_is(wrapped->obs() + b * W, -1));
+  Rng arng(11, 0);
+  int restarts = 0;
+  for (int t = 0; t < 60; ++t) {
+    std::vector<float> a(B);
+    for (float& x : a) x = static_cast<float>(arng.below(static_cast<uint32_t>(n)));
+    plain->step(a.data());
+    wrapped->step(a.data());
+    for (int b = 0; b < B; ++b) {
+      const float* o = wrapped->obs() + b * W;
+      const float* fin = wrapped->final_obs() + b * W;
+      BOOST_TEST(std::equal(o, o + O, plain->obs() + b * O));
+      BOOST_TEST(std::equal(fin, fin + O, plain->final_obs() + b * O));
+      BOOST_TEST(tail_is(fin, static_cast<int>(a[b])));
+      const bool done = wrapped->terminated()[b] || wrapped->truncated()[b];
+      BOOST_TEST(tail_is(o, done ? -1 : static_cast<int>(a[b])));
+      restarts += done;
+    }
+  }
+  BOOST_TEST(restarts > 0);
+  // Off by default for tmaze; an explicit false is accepted, a non-bool is a ConfigError naming the key.
+  BOOST_TEST(make("type: tmaze\nprev_action: false")->spec().obs_dim == O);
+  BOOST_CHECK_EXCEPTION(make("type: tmaze\nprev_action: maybe"), ConfigError, [](const ConfigError& e) {
+    return std::string(e.what()).find("prev_action") != std::string::npos;
+  });
+}
+
 BOOST_AUTO_TEST_CASE(bad_actions_are_rejected_naming_env_and_value) {
   for (const auto& [cfg, bad] : std::vector<std::pair<std::string, float>>{
            {"type: cartpole", 2.0f}, {"type: repeat_previous", -1.0f}, {"type: tmaze", 0.5f},
@@ -620,7 +666,7 @@ BOOST_AUTO_TEST_CASE(config_errors_name_file_line_and_column) {
   };
   const std::vector<Case> cases = {
       {"type: cartpole\nlenght: 3", "env.lenght: unknown key"},
-      {"type: tmaze\nlenght: 3", "unknown key (known: type, num_envs, backend, length, step_penalty)"},
+      {"type: tmaze\nlenght: 3", "unknown key (known: type, num_envs, backend, length, step_penalty, prev_action)"},
       {"type: repeat_previous\ndifficulty: extreme", "'extreme' is not one of easy|medium|hard"},
       {"type: cartpole\nbackend: gpu", "env.backend: 'gpu' is not one of cpu|cuda"},
       {"type: cartpole\nnum_envs: 0", "env.num_envs: value 0 is out of range"},
