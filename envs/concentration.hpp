@@ -39,7 +39,8 @@ struct Concentration {
   int V = 2;               // distinct feature values; V is also the face-down slot
   int episode_length = 0;  // L
   int first = -1;          // position flipped first in this turn, -1 between turns
-  int matched = 0;         // cards face up for good
+  int shown[2] = {-1, -1};  // this turn's flips, face up in the current observation (-1: none)
+  int matched = 0;          // cards face up for good
   uint8_t face_up[Deck::kMaxCards] = {};  // (N): 1 where the card is matched
 
   Concentration(int num_decks, CardFeature f) : feature(f), deck(num_decks), V(Deck::num_values(f)) {
@@ -67,16 +68,18 @@ struct Concentration {
 
   MAMBARL_HD void reset(Rng& rng, float* obs) {
     deck.shuffle(rng);
-    first = -1;
+    first = shown[0] = shown[1] = -1;
     matched = 0;
     for (int i = 0; i < deck.num_cards; ++i) face_up[i] = 0;
-    write_obs(-1, obs);
+    write_obs(obs);
   }
 
   MAMBARL_HD EnvStepResult step(int action, float* obs) {
     const int other = first;  // this turn's first flip, or -1 when `action` is it
     const int flips = other < 0 ? 1 : 2;
-    write_obs(action, obs);
+    shown[0] = other;
+    shown[1] = action;
+    write_obs(obs);
     const float miss = 1.0f / static_cast<float>(episode_length);
     if (face_up[action]) {
       first = -1;
@@ -93,31 +96,32 @@ struct Concentration {
     return {1.0f / static_cast<float>(deck.num_cards / 2), matched == deck.num_cards};
   }
 
-  // 13 positions a row; matched cards by their value, this turn's first flip
-  // in brackets, face-down cards as '?'.
+  // What the observation shows, 13 positions a row: matched cards by their
+  // value, the cards just flipped in brackets, face-down cards as '?'.
   void render(std::ostream& os) const {
     os << "matched " << matched << "/" << deck.num_cards << " by "
-       << (feature == CardFeature::rank ? "rank" : "colour") << (first >= 0 ? ", turn half done" : ", new turn")
-       << "\n";
+       << (feature == CardFeature::rank ? "rank" : "colour")
+       << (first >= 0 ? "; next flip: the turn's second" : "; next flip: a new turn") << "\n";
     for (int i = 0; i < deck.num_cards; ++i) {
       const std::string face = Deck::name(feature, value_at(i));
-      os << (i % 13 == 0 ? "" : " ") << (i == first ? "[" + face + "]" : face_up[i] ? face : "?")
+      os << (i % 13 == 0 ? "" : " ")
+         << (i == shown[0] || i == shown[1] ? "[" + face + "]" : face_up[i] ? face : "?")
          << (i % 13 == 12 ? "\n" : "");
     }
   }
 
  private:
-  // Matched cards, this turn's first flip and `flipped` face up; the rest face down.
-  MAMBARL_HD void write_obs(int flipped, float* obs) const {
+  // Matched cards and this turn's flips face up; the rest face down.
+  MAMBARL_HD void write_obs(float* obs) const {
     for (int i = 0; i < deck.num_cards; ++i) {
       float* slot = obs + i * (V + 1);
       for (int v = 0; v <= V; ++v) slot[v] = 0.0f;
-      slot[face_up[i] || i == first || i == flipped ? value_at(i) : V] = 1.0f;
+      slot[face_up[i] || i == shown[0] || i == shown[1] ? value_at(i) : V] = 1.0f;
     }
   }
 };
 static_assert(sizeof(Concentration) ==
-                  sizeof(CardFeature) + sizeof(Concentration::Deck) + 4 * sizeof(int) + Concentration::Deck::kMaxCards,
+                  sizeof(CardFeature) + sizeof(Concentration::Deck) + 6 * sizeof(int) + Concentration::Deck::kMaxCards,
               "Concentration must have no padding bytes");
 
 }  // namespace mambarl
