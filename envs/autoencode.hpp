@@ -23,7 +23,7 @@
 namespace mambarl {
 
 struct Autoencode {
-  using Deck = CardDeckOf<3>;  // hard deals 3 decks
+  using Deck = CardDeckOf<3>;                  // hard deals 3 decks
   static constexpr int kPlay = 0, kWatch = 1;  // mode values (one-hot slots 0 and 1)
   Deck deck;
   int recited = 0;  // play steps taken: the next answer is the suit of card N - 1 - recited
@@ -81,6 +81,7 @@ struct Autoencode {
     obs[2 + suit] = 1.0f;
   }
 };
-static_assert(sizeof(Autoencode) == sizeof(Autoencode::Deck) + sizeof(int), "Autoencode must have no padding bytes");
+static_assert(sizeof(Autoencode) == sizeof(Autoencode::Deck) + sizeof(int),
+              "Autoencode must have no padding bytes");
 
 }  // namespace mambarl

@@ -42,7 +42,9 @@ struct CardFaces {
     static const char* const kRanks[] = {"a", "2", "3", "4", "5", "6", "7", "8", "9", "10", "j", "q", "k"};
     return f == CardFeature::colour ? kColours[value] : f == CardFeature::suit ? kSuits[value] : kRanks[value];
   }
-  static std::string name(int card) { return name(CardFeature::rank, rank(card)) + name(CardFeature::suit, suit(card)); }
+  static std::string name(int card) {  // "10h"
+    return name(CardFeature::rank, rank(card)) + name(CardFeature::suit, suit(card));
+  }
 };
 
 template <int MaxDecks>

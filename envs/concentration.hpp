@@ -35,10 +35,10 @@ namespace mambarl {
 struct Concentration {
   using Deck = CardDeckOf<2>;  // medium lays out 2 decks
   CardFeature feature = CardFeature::colour;
-  Deck deck;               // deck.dealt_card(i): the card lying at position i (nothing is dealt)
-  int V = 2;               // distinct feature values; V is also the face-down slot
-  int episode_length = 0;  // L
-  int first = -1;          // position flipped first in this turn, -1 between turns
+  Deck deck;                // deck.dealt_card(i): the card lying at position i (nothing is dealt)
+  int V = 2;                // distinct feature values; V is also the face-down slot
+  int episode_length = 0;   // L
+  int first = -1;           // position flipped first in this turn, -1 between turns
   int shown[2] = {-1, -1};  // this turn's flips, face up in the current observation (-1: none)
   int matched = 0;          // cards face up for good
   uint8_t face_up[Deck::kMaxCards] = {};  // (N): 1 where the card is matched
@@ -105,7 +105,9 @@ struct Concentration {
     for (int i = 0; i < deck.num_cards; ++i) {
       const std::string face = Deck::name(feature, value_at(i));
       os << (i % 13 == 0 ? "" : " ")
-         << (i == shown[0] || i == shown[1] ? "[" + face + "]" : face_up[i] ? face : "?")
+         << (i == shown[0] || i == shown[1] ? "[" + face + "]"
+             : face_up[i]                   ? face
+                                            : "?")
          << (i % 13 == 12 ? "\n" : "");
     }
   }
@@ -120,8 +122,8 @@ struct Concentration {
     }
   }
 };
-static_assert(sizeof(Concentration) ==
-                  sizeof(CardFeature) + sizeof(Concentration::Deck) + 6 * sizeof(int) + Concentration::Deck::kMaxCards,
+static_assert(sizeof(Concentration) == sizeof(CardFeature) + sizeof(Concentration::Deck) + 6 * sizeof(int) +
+                                           Concentration::Deck::kMaxCards,
               "Concentration must have no padding bytes");
 
 }  // namespace mambarl

@@ -56,8 +56,8 @@ struct HigherLower {
   void render(std::ostream& os) const {
     int left[13] = {};
     for (int i = deck.dealt; i < deck.num_cards; ++i) left[Deck::rank(deck.dealt_card(i))] += 1;
-    os << "card " << deck.dealt << "/" << deck.num_cards << ": " << Deck::name(deck.dealt_card(deck.dealt - 1))
-       << "  left:";
+    os << "card " << deck.dealt << "/" << deck.num_cards << ": "
+       << Deck::name(deck.dealt_card(deck.dealt - 1)) << "  left:";
     for (int r = 0; r < 13; ++r) os << " " << Deck::name(CardFeature::rank, r) << "=" << left[r];
     os << "\n";
   }

@@ -50,7 +50,8 @@ struct RepeatFirst {
   }
 
   void render(std::ostream& os) const {
-    os << "card " << deck.dealt << "/" << deck.num_cards << ": " << Deck::name(deck.dealt_card(deck.dealt - 1))
+    os << "card " << deck.dealt << "/" << deck.num_cards << ": "
+       << Deck::name(deck.dealt_card(deck.dealt - 1))
        << "  (answer the first card's suit: " << Deck::name(CardFeature::suit, target) << ")\n";
   }
 
@@ -60,6 +61,7 @@ struct RepeatFirst {
     obs[Deck::suit(card)] = 1.0f;
   }
 };
-static_assert(sizeof(RepeatFirst) == sizeof(RepeatFirst::Deck) + sizeof(int), "RepeatFirst must have no padding bytes");
+static_assert(sizeof(RepeatFirst) == sizeof(RepeatFirst::Deck) + sizeof(int),
+              "RepeatFirst must have no padding bytes");
 
 }  // namespace mambarl

@@ -4,14 +4,14 @@
 // statistics the reference checks compare against.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
-#include <yaml-cpp/yaml.h>
 
 #include "envs/vec_env.hpp"
 
@@ -34,7 +34,8 @@ struct Episode {
 // episode: at the reset, and right after each episode it records (env.final_obs()
 // then still holds that episode's last observation).
 template <typename Policy, typename OnStart>
-std::vector<Episode> run_episodes(VecEnv& env, uint64_t seed, int episodes, Policy&& policy, OnStart&& on_start) {
+std::vector<Episode> run_episodes(VecEnv& env, uint64_t seed, int episodes, Policy&& policy,
+                                  OnStart&& on_start) {
   const int B = env.num_envs(), O = env.spec().obs_dim;
   std::vector<float> a(static_cast<size_t>(B));  // (B)
   std::vector<double> ret(static_cast<size_t>(B), 0.0);

@@ -8,7 +8,6 @@
 // The generic VecEnv contract of these types runs in test_envs.
 #define BOOST_TEST_MODULE popgym_cards
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <string>
 #include <variant>
@@ -29,7 +28,8 @@ struct Level {
 };
 
 std::unique_ptr<VecEnv> make_level(const std::string& type, const Level& L, int num_envs) {
-  return make_env("type: " + type + "\nnum_envs: " + std::to_string(num_envs) + "\ndifficulty: " + L.difficulty);
+  return make_env("type: " + type + "\nnum_envs: " + std::to_string(num_envs) +
+                  "\ndifficulty: " + L.difficulty);
 }
 
 // A uniform guess among 4 suits on each of R scored steps of +-1/R: each step
@@ -39,14 +39,15 @@ std::unique_ptr<VecEnv> make_level(const std::string& type, const Level& L, int 
 // has probability below 1e-6.
 void expect_uniform_suit_guess_floor(const std::vector<Episode>& eps, int R) {
   const double tolerance = 5.0 * std::sqrt(0.75 / R / static_cast<double>(eps.size()));
-  BOOST_TEST(std::abs(mean_return(eps) + 0.5) <= tolerance, "mean " << mean_return(eps) << " tolerance " << tolerance);
+  BOOST_TEST(std::abs(mean_return(eps) + 0.5) <= tolerance,
+             "mean " << mean_return(eps) << " tolerance " << tolerance);
 }
 
 std::vector<Episode> uniform_policy(VecEnv& env, uint64_t seed, int episodes) {
   Rng arng(seed, 0);
   const auto n = static_cast<uint32_t>(env.spec().action.n);
-  return run_episodes(env, seed, episodes, [&](const float*, int) { return static_cast<int>(arng.below(n)); },
-                      [](int) {});
+  return run_episodes(
+      env, seed, episodes, [&](const float*, int) { return static_cast<int>(arng.below(n)); }, [](int) {});
 }
 
 void expect_spec(const VecEnv& env, int obs_dim, int actions, int max_episode_steps, bool prev_action) {
@@ -81,8 +82,10 @@ BOOST_AUTO_TEST_CASE(repeat_first_memory_scores_one_and_random_minus_half) {
         BOOST_TEST((e.terminated && !e.truncated));
         BOOST_TEST(std::abs(e.ret - 1.0) <= 1e-5);  // N - 1 float terms of 1/(N - 1)
       }
-      // A memoryless echo of the current suit matches the first card's only by chance.
-      const auto echo = run_episodes(*env, 2, 40, [](const float* o, int) { return argmax(o, 4); }, [](int) {});
+      // A memoryless echo of the current suit: another card has the first card's suit
+      // with probability (13 decks - 1)/(N - 1) < 1/4, so it scores about -0.5.
+      const auto echo = run_episodes(
+          *env, 2, 40, [](const float* o, int) { return argmax(o, 4); }, [](int) {});
       BOOST_TEST(mean_return(echo) < -0.3);
       // The episode deals every card: 13 of each suit per deck.
       BOOST_TEST((feature_histogram(*env, 0, 4) == std::vector<int>(4, 13 * L.decks)));
@@ -207,18 +210,20 @@ BOOST_AUTO_TEST_CASE(higher_lower_card_counting_beats_every_memoryless_policy) {
       // Memoryless best: higher below a 7 (rank index 6), lower above; its return
       // is 84/169 in expectation at every difficulty (envs/higher_lower.hpp).
       const auto memoryless = run_episodes(
-          *env, 8, kEpisodes, [](const float* o, int) { return argmax(o, 13) < 6 ? kHigher : kLower; }, [](int) {});
+          *env, 8, kEpisodes, [](const float* o, int) { return argmax(o, 13) < 6 ? kHigher : kLower; },
+          [](int) {});
       BOOST_TEST(std::abs(mean_return(memoryless) - kMemorylessBest) <= 5 * sd_of_mean(memoryless));
       // Always "higher": every (current, next) pair is as likely as its mirror
       // image (rank r <-> 12 - r), so its expected return is 0; so is a uniform guess's.
-      const auto higher = run_episodes(*env, 9, kEpisodes, [](const float*, int) { return kHigher; }, [](int) {});
+      const auto higher = run_episodes(
+          *env, 9, kEpisodes, [](const float*, int) { return kHigher; }, [](int) {});
       BOOST_TEST(std::abs(mean_return(higher)) <= 5 * sd_of_mean(higher));
       const auto uniform = uniform_policy(*env, 10, kEpisodes);
       BOOST_TEST(std::abs(mean_return(uniform)) <= 5 * sd_of_mean(uniform));
-      BOOST_TEST_MESSAGE("higher_lower " << L.difficulty << ": counting " << mean_return(counting) << " (edge "
-                                         << mean_return(advantage) << " +- " << sd_of_mean(advantage)
-                                         << "), memoryless " << mean_return(memoryless) << ", always higher "
-                                         << mean_return(higher));
+      BOOST_TEST_MESSAGE("higher_lower "
+                         << L.difficulty << ": counting " << mean_return(counting) << " (edge "
+                         << mean_return(advantage) << " +- " << sd_of_mean(advantage) << "), memoryless "
+                         << mean_return(memoryless) << ", always higher " << mean_return(higher));
       // Even a clairvoyant bets N - 1 times at 1/N each: the return stays below 1.
       for (const auto& e : counting) BOOST_TEST(e.ret <= (N - 1.0) / N + 1e-6);
     }
@@ -237,8 +242,8 @@ const std::vector<ConcentrationLevel> kConcentrationLevels = {
     {"easy", 1, 2, 104}, {"medium", 2, 2, 208}, {"hard", 1, 13, 104}};
 
 Concentration concentration_struct(const std::string& difficulty) {
-  return std::get<Concentration>(
-      builtin_env_prototype("concentration", ConfigNode(YAML::Load("difficulty: " + difficulty), "test.yaml", "env")));
+  return std::get<Concentration>(builtin_env_prototype(
+      "concentration", ConfigNode(YAML::Load("difficulty: " + difficulty), "test.yaml", "env")));
 }
 
 // A player with perfect memory that sees only the observations and its own
@@ -343,9 +348,9 @@ BOOST_AUTO_TEST_CASE(concentration_memory_player_scores_what_its_turns_earn) {
         terminated += eps[i].terminated;
         misses += p.misses;
       }
-      BOOST_TEST_MESSAGE("concentration " << L.difficulty << ": memory player mean return " << mean_return(eps)
-                                          << ", mean misses " << misses / eps.size() << ", finished "
-                                          << terminated << "/" << eps.size());
+      BOOST_TEST_MESSAGE("concentration " << L.difficulty << ": memory player mean return "
+                                          << mean_return(eps) << ", mean misses " << misses / eps.size()
+                                          << ", finished " << terminated << "/" << eps.size());
       // With two colours a perfect memory never needs many misses: every episode finishes.
       if (L.V == 2) BOOST_TEST(terminated == static_cast<int>(eps.size()));
     }
@@ -379,7 +384,7 @@ BOOST_AUTO_TEST_CASE(concentration_clairvoyant_scores_one) {
       BOOST_TEST(terminated);
       BOOST_TEST(steps == N);
       BOOST_TEST(steps <= L.L);
-      BOOST_TEST(std::abs(ret - 1.0) <= 1e-5);  // N/2 float terms of 2/N
+      BOOST_TEST(std::abs(ret - 1.0) <= 1e-5);                                   // N/2 float terms of 2/N
       for (int i = 0; i < N; ++i) BOOST_TEST(obs[i * (L.V + 1) + L.V] == 0.0f);  // every card face up
     }
   }
