@@ -51,6 +51,32 @@ EnvPrototype count_recall(const ConfigNode& cfg) {
   return CountRecall(kDecks[d], kFeature[d]);
 }
 
+EnvPrototype repeat_first(const ConfigNode& cfg) {
+  check_env_keys(cfg, {"difficulty"});
+  static const int kDecks[] = {1, 8, 16};  // RepeatFirst{Easy,Medium,Hard}
+  return RepeatFirst(kDecks[read_difficulty(cfg)]);
+}
+
+EnvPrototype autoencode(const ConfigNode& cfg) {
+  check_env_keys(cfg, {"difficulty"});
+  static const int kDecks[] = {1, 2, 3};  // Autoencode{Easy,Medium,Hard}
+  return Autoencode(kDecks[read_difficulty(cfg)]);
+}
+
+EnvPrototype higher_lower(const ConfigNode& cfg) {
+  check_env_keys(cfg, {"difficulty"});
+  static const int kDecks[] = {1, 2, 3};  // HigherLower{Easy,Medium,Hard}
+  return HigherLower(kDecks[read_difficulty(cfg)]);
+}
+
+EnvPrototype concentration(const ConfigNode& cfg) {
+  check_env_keys(cfg, {"difficulty"});
+  static const int kDecks[] = {1, 2, 1};  // Concentration{Easy,Medium,Hard}
+  static const CardFeature kFeature[] = {CardFeature::colour, CardFeature::colour, CardFeature::rank};
+  const int d = read_difficulty(cfg);
+  return Concentration(kDecks[d], kFeature[d]);
+}
+
 EnvPrototype tmaze(const ConfigNode& cfg) {
   check_builtin_keys(cfg, {"length", "step_penalty"});
   const int length = cfg.get_in<int>("length", 10, 1, 100000);
@@ -63,8 +89,12 @@ struct BuiltinType {
   EnvPrototype (*prototype)(const ConfigNode& cfg);
 };
 // Sorted by type.
-constexpr BuiltinType kBuiltinTypes[] = {{"cartpole", cartpole},
+constexpr BuiltinType kBuiltinTypes[] = {{"autoencode", autoencode},
+                                         {"cartpole", cartpole},
+                                         {"concentration", concentration},
                                          {"count_recall", count_recall},
+                                         {"higher_lower", higher_lower},
+                                         {"repeat_first", repeat_first},
                                          {"repeat_previous", repeat_previous},
                                          {"stateless_cartpole", stateless_cartpole},
                                          {"tmaze", tmaze}};

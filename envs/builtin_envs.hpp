@@ -12,8 +12,12 @@
 #include <variant>
 #include <vector>
 
+#include "envs/autoencode.hpp"
 #include "envs/cartpole.hpp"
+#include "envs/concentration.hpp"
 #include "envs/count_recall.hpp"
+#include "envs/higher_lower.hpp"
+#include "envs/repeat_first.hpp"
 #include "envs/repeat_previous.hpp"
 #include "envs/tmaze.hpp"
 #include "envs/vec_env.hpp"
@@ -21,7 +25,8 @@
 namespace mambarl {
 
 // One alternative per env struct (cartpole and stateless_cartpole are both CartPole).
-using EnvPrototype = std::variant<CartPole, RepeatPrevious, CountRecall, TMaze>;
+using EnvPrototype = std::variant<CartPole, RepeatPrevious, CountRecall, TMaze, RepeatFirst, Autoencode, HigherLower,
+                                  Concentration>;
 
 // The bundled types, sorted.
 const std::vector<std::string>& builtin_env_types();

@@ -17,16 +17,14 @@
 #include "envs/cartpole.hpp"
 #include "envs/vec_env.hpp"
 #include "test/bundled_env_configs.hpp"
+#include "test/env_episodes.hpp"
 
 using namespace mambarl;
+using namespace mambarl::test;
 
 namespace {
 
-std::unique_ptr<VecEnv> make(const std::string& yaml) {
-  return make_vec_env(ConfigNode(YAML::Load(yaml), "test.yaml", "env"));
-}
-
-const std::vector<std::string>& kAllConfigs = test::bundled_env_configs();
+const std::vector<std::string>& kAllConfigs = bundled_env_configs();
 
 // Everything a VecEnv reports over T steps, for bitwise comparisons.
 struct Trace {
@@ -72,78 +70,6 @@ std::vector<float> env_obs(const Trace& tr, int B, int O, int b) {
   return out;
 }
 
-// Finished episodes of a policy: (return, length, terminated, truncated).
-struct Episode {
-  double ret = 0;
-  int length = 0;
-  bool terminated = false, truncated = false;
-};
-
-// Runs `policy(obs_row, b) -> action` (it sees one env's obs per call and keeps its own
-// per-env memory) until `episodes` episodes have ended; checks the env's return and
-// length against the sums the test keeps itself, and tells the policy when env b restarts.
-template <typename Policy, typename OnStart>
-std::vector<Episode> run_episodes(VecEnv& env, uint64_t seed, int episodes, Policy&& policy, OnStart&& on_start) {
-  const int B = env.num_envs(), O = env.spec().obs_dim;
-  std::vector<float> a(static_cast<size_t>(B));  // (B)
-  std::vector<double> ret(static_cast<size_t>(B), 0.0);
-  std::vector<int> len(static_cast<size_t>(B), 0);
-  std::vector<Episode> out;
-  env.reset(seed);
-  for (int b = 0; b < B; ++b) on_start(b);
-  while (static_cast<int>(out.size()) < episodes) {
-    for (int b = 0; b < B; ++b) a[b] = static_cast<float>(policy(env.obs() + b * O, b));
-    env.step(a.data());
-    for (int b = 0; b < B; ++b) {
-      ret[b] += env.reward()[b];
-      len[b] += 1;
-      if (env.terminated()[b] || env.truncated()[b]) {
-        // float episode_return vs a double sum: 1e-5 relative covers float rounding of <= 600 terms.
-        BOOST_TEST(std::abs(env.episode_return()[b] - ret[b]) <= 1e-5 * std::max(1.0, std::abs(ret[b])));
-        BOOST_TEST(env.episode_length()[b] == len[b]);
-        out.push_back({ret[b], len[b], env.terminated()[b] != 0, env.truncated()[b] != 0});
-        ret[b] = 0;
-        len[b] = 0;
-        on_start(b);
-      }
-    }
-  }
-  return out;
-}
-
-double mean_return(const std::vector<Episode>& eps) {
-  double s = 0;
-  for (const auto& e : eps) s += e.ret;
-  return s / static_cast<double>(eps.size());
-}
-double sd_of_mean(const std::vector<Episode>& eps) {
-  const double m = mean_return(eps);
-  double s = 0;
-  for (const auto& e : eps) s += (e.ret - m) * (e.ret - m);
-  return std::sqrt(s / static_cast<double>(eps.size() - 1) / static_cast<double>(eps.size()));
-}
-
-int argmax(const float* v, int n) {
-  int best = 0;
-  for (int i = 1; i < n; ++i)
-    if (v[i] > v[best]) best = i;
-  return best;
-}
-
-// Steps env 0 through one whole episode (action 0) and histograms the one-hot
-// group obs[offset .. offset+V) over all its observations, the final one included.
-std::vector<int> feature_histogram(VecEnv& env, int offset, int V) {
-  const std::vector<float> zeros(static_cast<size_t>(env.num_envs()), 0.0f);
-  std::vector<int> h(static_cast<size_t>(V), 0);
-  env.reset(21);
-  h[argmax(env.obs() + offset, V)] += 1;
-  do {
-    env.step(zeros.data());
-    h[argmax(env.final_obs() + offset, V)] += 1;
-  } while (!env.terminated()[0] && !env.truncated()[0]);
-  return h;
-}
-
 // A linear state-feedback controller that balances CartPole for well over 600 steps
 // from Gymnasium's start distribution (found by trying gains; 200/200 seeds survive).
 int balance(double x, double x_dot, double theta, double theta_dot) {
@@ -156,7 +82,8 @@ int balance(double x, double x_dot, double theta, double theta_dot) {
 
 BOOST_AUTO_TEST_CASE(registry_lists_the_bundled_types_and_takes_new_ones) {
   const auto names = registered_envs();
-  for (const char* t : {"cartpole", "count_recall", "repeat_previous", "stateless_cartpole", "tmaze"})
+  for (const char* t : {"autoencode", "cartpole", "concentration", "count_recall", "higher_lower", "repeat_first",
+                        "repeat_previous", "stateless_cartpole", "tmaze"})
     BOOST_TEST((std::find(names.begin(), names.end(), t) != names.end()), t);
   BOOST_CHECK_THROW(register_env("cartpole", [](const ConfigNode&, int) { return std::unique_ptr<VecEnv>(); }),
                     Error);
@@ -164,7 +91,7 @@ BOOST_AUTO_TEST_CASE(registry_lists_the_bundled_types_and_takes_new_ones) {
     check_env_keys(cfg, {});
     return std::unique_ptr<VecEnv>(std::make_unique<BatchedEnv<CartPole>>(CartPole::full(), B));
   });
-  const auto env = make("type: test_cartpole_alias\nnum_envs: 3");
+  const auto env = make_env("type: test_cartpole_alias\nnum_envs: 3");
   BOOST_TEST(env->num_envs() == 3);
   BOOST_TEST(env->spec().obs_dim == 4);
 }
@@ -172,7 +99,7 @@ BOOST_AUTO_TEST_CASE(registry_lists_the_bundled_types_and_takes_new_ones) {
 BOOST_AUTO_TEST_CASE(same_seed_same_trajectory_and_envs_differ) {
   for (const auto& cfg : kAllConfigs) {
     BOOST_TEST_CONTEXT(cfg) {
-      auto e1 = make(cfg + "\nnum_envs: 4"), e2 = make(cfg + "\nnum_envs: 4");
+      auto e1 = make_env(cfg + "\nnum_envs: 4"), e2 = make_env(cfg + "\nnum_envs: 4");
       const Trace a = random_rollout(*e1, 7, 600), b = random_rollout(*e2, 7, 600);
       BOOST_TEST((a.obs == b.obs));
       BOOST_TEST((a.final_obs == b.final_obs));
@@ -197,7 +124,7 @@ BOOST_AUTO_TEST_CASE(same_seed_same_trajectory_and_envs_differ) {
 BOOST_AUTO_TEST_CASE(observations_stay_inside_declared_bounds) {
   for (const auto& cfg : kAllConfigs) {
     BOOST_TEST_CONTEXT(cfg) {
-      auto env = make(cfg + "\nnum_envs: 8");
+      auto env = make_env(cfg + "\nnum_envs: 8");
       const EnvSpec& s = env->spec();
       BOOST_TEST(static_cast<int>(s.obs_low.size()) == s.obs_dim);
       BOOST_TEST(static_cast<int>(s.obs_high.size()) == s.obs_dim);
@@ -220,7 +147,7 @@ BOOST_AUTO_TEST_CASE(observations_stay_inside_declared_bounds) {
 BOOST_AUTO_TEST_CASE(episode_bookkeeping_matches_the_rewards_seen) {
   for (const auto& cfg : kAllConfigs) {
     BOOST_TEST_CONTEXT(cfg) {
-      auto env = make(cfg + "\nnum_envs: 5");
+      auto env = make_env(cfg + "\nnum_envs: 5");
       const int n = env->spec().action.n;
       Rng arng(11, 0);
       const auto eps = run_episodes(
@@ -348,7 +275,7 @@ BOOST_AUTO_TEST_CASE(bad_actions_are_rejected_naming_env_and_value) {
            {"type: cartpole", 2.0f}, {"type: repeat_previous", -1.0f}, {"type: tmaze", 0.5f},
            {"type: count_recall", 26.0f}, {"type: stateless_cartpole", NAN}}) {
     BOOST_TEST_CONTEXT(cfg) {
-      auto env = make(cfg + "\nnum_envs: 3");
+      auto env = make_env(cfg + "\nnum_envs: 3");
       env->reset(0);
       const std::vector<float> before(env->obs(), env->obs() + 3 * env->spec().obs_dim);
       std::vector<float> a{0.0f, bad, 0.0f};
@@ -370,7 +297,7 @@ BOOST_AUTO_TEST_CASE(bad_actions_are_rejected_naming_env_and_value) {
 
 BOOST_AUTO_TEST_CASE(render_describes_each_env) {
   for (const auto& cfg : kAllConfigs) {
-    auto env = make(cfg + "\nnum_envs: 2");
+    auto env = make_env(cfg + "\nnum_envs: 2");
     env->reset(0);
     std::ostringstream os;
     env->render(1, os);
@@ -427,7 +354,7 @@ BOOST_AUTO_TEST_CASE(cartpole_termination_thresholds) {
 }
 
 BOOST_AUTO_TEST_CASE(cartpole_truncates_at_500_and_terminates_when_it_falls) {
-  auto env = make("type: cartpole\nnum_envs: 4");
+  auto env = make_env("type: cartpole\nnum_envs: 4");
   BOOST_TEST(env->spec().max_episode_steps == 500);
   // Balanced: truncated (not terminated) after exactly 500 steps, return 500.
   for (const auto& e : run_episodes(
@@ -461,7 +388,7 @@ BOOST_AUTO_TEST_CASE(cartpole_truncates_at_500_and_terminates_when_it_falls) {
 BOOST_AUTO_TEST_CASE(cartpole_random_policy_lasts_about_22_steps) {
   // The often-quoted random-policy score of CartPole is about 22; 2000 episodes
   // give a standard error near 0.3, so [21, 23.5] is several errors wide.
-  auto env = make("type: cartpole\nnum_envs: 16");
+  auto env = make_env("type: cartpole\nnum_envs: 16");
   Rng arng(4, 0);
   const auto eps = run_episodes(*env, 4, 2000, [&](const float*, int) { return static_cast<int>(arng.below(2)); },
                                 [](int) {});
@@ -476,7 +403,7 @@ BOOST_AUTO_TEST_CASE(stateless_cartpole_memory_policy_scores_one) {
   for (const auto& [difficulty, max_len] :
        std::vector<std::pair<std::string, int>>{{"easy", 200}, {"medium", 400}, {"hard", 600}}) {
     BOOST_TEST_CONTEXT(difficulty) {
-      auto env = make("type: stateless_cartpole\nnum_envs: 4\ndifficulty: " + difficulty);
+      auto env = make_env("type: stateless_cartpole\nnum_envs: 4\ndifficulty: " + difficulty);
       BOOST_TEST(env->spec().obs_dim == 2);
       BOOST_TEST(env->spec().max_episode_steps == max_len);
       // Memory: velocities from finite differences of the last two position observations.
@@ -503,7 +430,7 @@ BOOST_AUTO_TEST_CASE(stateless_cartpole_memory_policy_scores_one) {
 BOOST_AUTO_TEST_CASE(stateless_cartpole_pays_per_step_even_when_it_falls) {
   // popgym: reward 1/max_len on every step including the terminating one (no -1:
   // that needs a step after termination), so a fall scores length / max_len.
-  auto env = make("type: stateless_cartpole\nnum_envs: 2");
+  auto env = make_env("type: stateless_cartpole\nnum_envs: 2");
   const std::vector<float> right(2, 1.0f);
   env->reset(5);
   int len = 0;
@@ -527,7 +454,7 @@ BOOST_AUTO_TEST_CASE(repeat_previous_oracle_scores_one_and_random_minus_half) {
   for (const auto& L : std::vector<Level>{{"easy", 1, 4}, {"medium", 2, 32}, {"hard", 3, 64}}) {
     BOOST_TEST_CONTEXT(L.difficulty) {
       const int B = 4, N = 52 * L.decks;
-      auto env = make("type: repeat_previous\nnum_envs: 4\ndifficulty: " + L.difficulty);
+      auto env = make_env("type: repeat_previous\nnum_envs: 4\ndifficulty: " + L.difficulty);
       BOOST_TEST(env->spec().obs_dim == 4);
       BOOST_TEST(env->spec().action.n == 4);
       // Oracle: the suits of every observation so far; the answer is the suit shown
@@ -567,7 +494,7 @@ BOOST_AUTO_TEST_CASE(count_recall_oracle_and_random_match_popgym_scoring) {
   for (const auto& L : std::vector<Level>{{"easy", 1, 2, 26}, {"medium", 2, 4, 26}, {"hard", 4, 13, 16}}) {
     BOOST_TEST_CONTEXT(L.difficulty) {
       const int B = 4, N = 52 * L.decks;
-      auto env = make("type: count_recall\nnum_envs: 4\ndifficulty: " + L.difficulty);
+      auto env = make_env("type: count_recall\nnum_envs: 4\ndifficulty: " + L.difficulty);
       BOOST_TEST(env->spec().obs_dim == 2 * L.V);
       BOOST_TEST(env->spec().action.n == L.M);
       // Oracle: counts the value cards it was shown; answers the count of the shown query.
@@ -623,7 +550,7 @@ BOOST_AUTO_TEST_CASE(tmaze_memory_scores_one_memoryless_zero) {
     BOOST_TEST_CONTEXT("length " << length << " penalty " << penalty) {
       std::ostringstream cfg;
       cfg << "type: tmaze\nnum_envs: 8\nlength: " << length << "\nstep_penalty: " << penalty;
-      auto env = make(cfg.str());
+      auto env = make_env(cfg.str());
       BOOST_TEST(env->spec().max_episode_steps == 4 * (length + 1));
       // Oracle: remembers the cue of the first observation, walks, turns to it.
       std::vector<int> cue(8, -1);
@@ -672,14 +599,14 @@ BOOST_AUTO_TEST_CASE(config_errors_name_file_line_and_column) {
       {"type: cartpole\nnum_envs: 0", "env.num_envs: value 0 is out of range"},
       {"type: cartpole\nnum_envs: many", "cannot read 'many' as an integer"},
       {"type: tmaze\nlength: 0", "env.length: value 0 is out of range"},
-      {"type: cartpoel", "unknown env type 'cartpoel' (registered: cartpole, count_recall, repeat_previous, "
-                         "stateless_cartpole, "},
+      {"type: cartpoel", "unknown env type 'cartpoel' (registered: autoencode, cartpole, concentration, "
+                         "count_recall, higher_lower, repeat_first, repeat_previous, stateless_cartpole, "},
       {"num_envs: 4", "env.type: required key is missing"},
   };
   for (const auto& c : cases) {
     BOOST_TEST_CONTEXT(c.yaml) {
       try {
-        make(c.yaml);
+        make_env(c.yaml);
         BOOST_ERROR("no ConfigError");
       } catch (const ConfigError& e) {
         const std::string msg = e.what();
@@ -709,13 +636,13 @@ BOOST_AUTO_TEST_CASE(saved_state_resumes_bit_exactly) {
   };
   for (const auto& cfg : kAllConfigs) {
     BOOST_TEST_CONTEXT(cfg) {
-      auto a = make(cfg + "\nnum_envs: 5");
-      auto b = make(cfg + "\nnum_envs: 5");
+      auto a = make_env(cfg + "\nnum_envs: 5");
+      auto b = make_env(cfg + "\nnum_envs: 5");
       random_rollout(*a, 7, 137);  // resets with seed 7, then leaves most envs mid-episode
       b->reset(99);                // a different history, overwritten by the load
       b->load_state(a->save_state());
       BOOST_TEST(continue_for(*a, 300) == continue_for(*b, 300));
-      auto wrong = make(cfg + "\nnum_envs: 4");
+      auto wrong = make_env(cfg + "\nnum_envs: 4");
       BOOST_CHECK_THROW(wrong->load_state(a->save_state()), Error);
     }
   }

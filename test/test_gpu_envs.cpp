@@ -195,10 +195,10 @@ BOOST_AUTO_TEST_CASE(every_type_matches_the_cpu_env_step_by_step) {
       p.gpu->reset(seed, stream.get());
       expect_outputs_equal(outputs_of(*p.cpu), outputs_of(*p.gpu, stream.get()), !is_cartpole(p.cpu->spec()),
                            -1);
-      const auto [n_term, n_trunc] = lockstep(*p.cpu, *p.gpu, 1000, seed, stream.get());
-      // Many episodes ended (the longest random episodes here: count_recall
-      // hard, 207 steps; cartpole's last tens of steps), so auto-reset is covered.
-      BOOST_TEST(n_term + n_trunc >= 4 * kB);
+      const auto [n_term, n_trunc] = lockstep(*p.cpu, *p.gpu, 2000, seed, stream.get());
+      // Every env ended at least two episodes (the longest here: repeat_first
+      // hard, always 831 steps), so auto-reset and the episode after it are covered.
+      BOOST_TEST(n_term + n_trunc >= 2 * kB);
       trunc_total += n_trunc;
       if (p.cpu->spec().id == "tmaze") BOOST_TEST(n_trunc > 0);  // random walks hit tmaze's time limit
     }
@@ -348,7 +348,8 @@ BOOST_AUTO_TEST_SUITE_END()
 
 // No device needed: the config is refused before any CUDA call.
 BOOST_AUTO_TEST_CASE(types_without_a_cuda_version_are_config_errors) {
-  for (const char* t : {"cartpole", "stateless_cartpole", "repeat_previous", "count_recall", "tmaze"})
+  for (const char* t : {"cartpole", "stateless_cartpole", "repeat_previous", "count_recall", "tmaze", "repeat_first",
+                        "autoencode", "higher_lower", "concentration"})
     BOOST_TEST(has_gpu_env(t), t);
   register_env("plugin_only_env", [](const ConfigNode&, int) -> std::unique_ptr<VecEnv> { return nullptr; });
   BOOST_TEST(!has_gpu_env("plugin_only_env"));
@@ -361,7 +362,8 @@ BOOST_AUTO_TEST_CASE(types_without_a_cuda_version_are_config_errors) {
       BOOST_TEST(msg.find("env.type") != std::string::npos, msg);
       BOOST_TEST(msg.find(type) != std::string::npos, msg);
       BOOST_TEST(
-          msg.find("cartpole, count_recall, repeat_previous, stateless_cartpole, tmaze") != std::string::npos,
+          msg.find("autoencode, cartpole, concentration, count_recall, higher_lower, repeat_first, repeat_previous, "
+                   "stateless_cartpole, tmaze") != std::string::npos,
           msg);
     }
   }
