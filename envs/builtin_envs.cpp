@@ -29,6 +29,13 @@ EnvPrototype stateless_cartpole(const ConfigNode& cfg) {
   return CartPole::stateless(kMaxLen[read_difficulty(cfg)]);
 }
 
+EnvPrototype noisy_stateless_cartpole(const ConfigNode& cfg) {
+  check_env_keys(cfg, {"difficulty"});
+  // NoisyPositionOnlyCartPole{Easy,Medium,Hard}: popgym's default length 200 at every level.
+  static const float kSigma[] = {0.1f, 0.2f, 0.3f};
+  return CartPole::noisy_stateless(200, kSigma[read_difficulty(cfg)]);
+}
+
 EnvPrototype repeat_previous(const ConfigNode& cfg) {
   check_env_keys(cfg, {"difficulty"});
   static const int kDecks[] = {1, 2, 3}, kK[] = {4, 32, 64};  // RepeatPrevious{Easy,Medium,Hard}
@@ -44,6 +51,26 @@ EnvPrototype count_recall(const ConfigNode& cfg) {
   return CountRecall(kDecks[d], kFeature[d]);
 }
 
+EnvPrototype minesweeper(const ConfigNode& cfg) {
+  check_env_keys(cfg, {"difficulty"});
+  static const int kSide[] = {4, 6, 8}, kMines[] = {2, 6, 10};  // MineSweeper{Easy,Medium,Hard}
+  const int d = read_difficulty(cfg);
+  return Minesweeper(kSide[d], kMines[d]);
+}
+
+EnvPrototype battleship(const ConfigNode& cfg) {
+  check_env_keys(cfg, {"difficulty"});
+  static const int kSide[] = {8, 10, 12};  // Battleship{Easy,Medium,Hard}
+  return Battleship(kSide[read_difficulty(cfg)]);
+}
+
+EnvPrototype multiarmed_bandit(const ConfigNode& cfg) {
+  check_env_keys(cfg, {"difficulty"});
+  static const int kArms[] = {10, 20, 30}, kLength[] = {200, 400, 600};  // MultiarmedBandit{Easy,Medium,Hard}
+  const int d = read_difficulty(cfg);
+  return MultiarmedBandit(kArms[d], kLength[d]);
+}
+
 EnvPrototype tmaze(const ConfigNode& cfg) {
   check_env_keys(cfg, {"length", "step_penalty"});
   const int length = cfg.get_in<int>("length", 10, 1, 100000);
@@ -56,8 +83,12 @@ struct BuiltinType {
   EnvPrototype (*prototype)(const ConfigNode& cfg);
 };
 // Sorted by type.
-constexpr BuiltinType kBuiltinTypes[] = {{"cartpole", cartpole},
+constexpr BuiltinType kBuiltinTypes[] = {{"battleship", battleship},
+                                         {"cartpole", cartpole},
                                          {"count_recall", count_recall},
+                                         {"minesweeper", minesweeper},
+                                         {"multiarmed_bandit", multiarmed_bandit},
+                                         {"noisy_stateless_cartpole", noisy_stateless_cartpole},
                                          {"repeat_previous", repeat_previous},
                                          {"stateless_cartpole", stateless_cartpole},
                                          {"tmaze", tmaze}};

@@ -12,16 +12,21 @@
 #include <variant>
 #include <vector>
 
+#include "envs/battleship.hpp"
 #include "envs/cartpole.hpp"
 #include "envs/count_recall.hpp"
+#include "envs/minesweeper.hpp"
+#include "envs/multiarmed_bandit.hpp"
 #include "envs/repeat_previous.hpp"
 #include "envs/tmaze.hpp"
 #include "envs/vec_env.hpp"
 
 namespace mambarl {
 
-// One alternative per env struct (cartpole and stateless_cartpole are both CartPole).
-using EnvPrototype = std::variant<CartPole, RepeatPrevious, CountRecall, TMaze>;
+// One alternative per env struct (cartpole, stateless_cartpole and
+// noisy_stateless_cartpole are all CartPole).
+using EnvPrototype =
+    std::variant<CartPole, RepeatPrevious, CountRecall, TMaze, Minesweeper, Battleship, MultiarmedBandit>;
 
 // The bundled types, sorted.
 const std::vector<std::string>& builtin_env_types();
