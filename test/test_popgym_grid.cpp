@@ -502,9 +502,10 @@ BOOST_AUTO_TEST_CASE(noisy_cartpole_blurs_the_observations_only) {
       for (uint64_t seed = 0; x_noise.size() < 20000; ++seed) {
         CartPole noisy = noisy_proto, clean = CartPole::stateless(200);
         Rng r1(seed, 0), r2(seed, 0);
-        float on[2], oc[2];
-        noisy.reset(r1, on);
-        clean.reset(r2, oc);
+        const size_t O = static_cast<size_t>(noisy.spec().obs_dim);
+        std::vector<float> on(O), oc(O);  // (obs_dim) each
+        noisy.reset(r1, on.data());
+        clean.reset(r2, oc.data());
         for (int t = 0;; ++t) {
           BOOST_TEST(noisy.physics.x == clean.physics.x);
           BOOST_TEST(noisy.physics.theta_dot == clean.physics.theta_dot);
@@ -514,7 +515,7 @@ BOOST_AUTO_TEST_CASE(noisy_cartpole_blurs_the_observations_only) {
           BOOST_TEST(std::abs(on[1]) <= theta_bound);
           if (t == 200) break;
           const int a = static_cast<int>(arng.below(2));
-          const EnvStepResult rn = noisy.step(a, on), rc = clean.step(a, oc);
+          const EnvStepResult rn = noisy.step(a, on.data()), rc = clean.step(a, oc.data());
           BOOST_TEST(rn.reward == rc.reward);
           BOOST_TEST(rn.reward == 1.0f / 200.0f);
           BOOST_TEST(rn.terminated == rc.terminated);
