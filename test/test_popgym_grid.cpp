@@ -363,9 +363,9 @@ BOOST_AUTO_TEST_CASE(battleship_oracle_sinks_every_ship_in_17_shots_and_scores_o
         int hits_seen = 0;
         const Episode e = play(b, rng, [&](const Battleship& env, const float* obs) {
           hits_seen += obs[1] == 1.0f;
-          for (int i = 0; i < env.cells(); ++i)  // knows the ships: the first ship cell not fired at
-            if (env.ship[i] && !env.fired[i]) return i;
-          return -1;
+          int i = 0;  // knows the ships: the first ship cell not fired at (one is left while the episode runs)
+          while (!env.ship[i] || env.fired[i]) ++i;
+          return i;
         });
         BOOST_TEST(hits_seen == Battleship::kShipCells - 1);  // every shot a hit (the last one ends it unseen)
         BOOST_TEST(e.length == Battleship::kShipCells);
