@@ -45,8 +45,8 @@ struct Battleship {
   // Saved as raw bytes (BatchedEnv::save_state): no padding (static_assert below).
 
   explicit Battleship(int side_) : side(side_) {
-    // The longest ship must fit, and cells - 17 > 0 divides the miss penalty.
-    MAMBARL_CHECK(side >= 5 && side <= kMaxSide, "battleship: side must be in [5, " << kMaxSide << "], got " << side);
+    // From 8 (the easy level) the ship placement provably ends (place()).
+    MAMBARL_CHECK(side >= 8 && side <= kMaxSide, "battleship: side must be in [8, " << kMaxSide << "], got " << side);
   }
 
   MAMBARL_HD int cells() const { return side * side; }
@@ -93,6 +93,9 @@ struct Battleship {
   }
 
  private:
+  // Rejection sampling as popgym's. It ends: on a side >= 8 board every row has
+  // room for a ship of 4 unless 2 of its cells are taken, and the ships placed
+  // before the last hold 8 cells, too few to block all 8+ rows (a few draws on average).
   MAMBARL_HD void place(Rng& rng, int length) {
     const uint32_t n = static_cast<uint32_t>(side);
     for (;;) {

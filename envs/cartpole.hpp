@@ -148,7 +148,9 @@ struct CartPole {
     const char lean = physics.theta > 0.02 ? '/' : physics.theta < -0.02 ? '\\' : '|';
     os << std::showpos << std::fixed << std::setprecision(4) << "x " << physics.x << "  x_dot "
        << physics.x_dot << "  theta " << physics.theta << "  theta_dot " << physics.theta_dot
-       << std::noshowpos << std::defaultfloat << "\n[" << track << "]  pole " << lean << "\n";
+       << std::noshowpos << std::defaultfloat << "\n[" << track << "]  pole " << lean;
+    if (noise_sigma > 0.0f) os << "  (obs noise sigma " << noise_sigma << ")";
+    os << "\n";
   }
 
  private:
