@@ -4,7 +4,7 @@
 // |theta| > 12 degrees, reward +1 on every step including the terminating one,
 // start state uniform in (-0.05, 0.05)^4.
 //
-// One struct serves two registered types (parameterised, not copied):
+// One struct serves three registered types (parameterised, not copied):
 //   cartpole            obs [x, x_dot, theta, theta_dot], reward 1, truncated at 500
 //                       (CartPole-v1's registered TimeLimit)
 //   stateless_cartpole  POPGym PositionOnlyCartPole: obs [x, theta] only, reward
