@@ -36,6 +36,13 @@ EnvPrototype stateless_cartpole(const ConfigNode& cfg) {
   return CartPole::stateless(kMaxLen[read_difficulty(cfg)]);
 }
 
+EnvPrototype noisy_stateless_cartpole(const ConfigNode& cfg) {
+  check_builtin_keys(cfg, {"difficulty"});
+  // NoisyPositionOnlyCartPole{Easy,Medium,Hard}: popgym's default length 200 at every level.
+  static const float kSigma[] = {0.1f, 0.2f, 0.3f};
+  return CartPole::noisy_stateless(200, kSigma[read_difficulty(cfg)]);
+}
+
 EnvPrototype repeat_previous(const ConfigNode& cfg) {
   check_builtin_keys(cfg, {"difficulty"});
   static const int kDecks[] = {1, 2, 3}, kK[] = {4, 32, 64};  // RepeatPrevious{Easy,Medium,Hard}
@@ -52,29 +59,49 @@ EnvPrototype count_recall(const ConfigNode& cfg) {
 }
 
 EnvPrototype repeat_first(const ConfigNode& cfg) {
-  check_env_keys(cfg, {"difficulty"});
+  check_builtin_keys(cfg, {"difficulty"});
   static const int kDecks[] = {1, 8, 16};  // RepeatFirst{Easy,Medium,Hard}
   return RepeatFirst(kDecks[read_difficulty(cfg)]);
 }
 
 EnvPrototype autoencode(const ConfigNode& cfg) {
-  check_env_keys(cfg, {"difficulty"});
+  check_builtin_keys(cfg, {"difficulty"});
   static const int kDecks[] = {1, 2, 3};  // Autoencode{Easy,Medium,Hard}
   return Autoencode(kDecks[read_difficulty(cfg)]);
 }
 
 EnvPrototype higher_lower(const ConfigNode& cfg) {
-  check_env_keys(cfg, {"difficulty"});
+  check_builtin_keys(cfg, {"difficulty"});
   static const int kDecks[] = {1, 2, 3};  // HigherLower{Easy,Medium,Hard}
   return HigherLower(kDecks[read_difficulty(cfg)]);
 }
 
 EnvPrototype concentration(const ConfigNode& cfg) {
-  check_env_keys(cfg, {"difficulty"});
+  check_builtin_keys(cfg, {"difficulty"});
   static const int kDecks[] = {1, 2, 1};  // Concentration{Easy,Medium,Hard}
   static const CardFeature kFeature[] = {CardFeature::colour, CardFeature::colour, CardFeature::rank};
   const int d = read_difficulty(cfg);
   return Concentration(kDecks[d], kFeature[d]);
+}
+
+EnvPrototype minesweeper(const ConfigNode& cfg) {
+  check_builtin_keys(cfg, {"difficulty"});
+  static const int kSide[] = {4, 6, 8}, kMines[] = {2, 6, 10};  // MineSweeper{Easy,Medium,Hard}
+  const int d = read_difficulty(cfg);
+  return Minesweeper(kSide[d], kMines[d]);
+}
+
+EnvPrototype battleship(const ConfigNode& cfg) {
+  check_builtin_keys(cfg, {"difficulty"});
+  static const int kSide[] = {8, 10, 12};  // Battleship{Easy,Medium,Hard}
+  return Battleship(kSide[read_difficulty(cfg)]);
+}
+
+EnvPrototype multiarmed_bandit(const ConfigNode& cfg) {
+  check_builtin_keys(cfg, {"difficulty"});
+  static const int kArms[] = {10, 20, 30}, kLength[] = {200, 400, 600};  // MultiarmedBandit{Easy,Medium,Hard}
+  const int d = read_difficulty(cfg);
+  return MultiarmedBandit(kArms[d], kLength[d]);
 }
 
 EnvPrototype tmaze(const ConfigNode& cfg) {
@@ -90,10 +117,14 @@ struct BuiltinType {
 };
 // Sorted by type.
 constexpr BuiltinType kBuiltinTypes[] = {{"autoencode", autoencode},
+                                         {"battleship", battleship},
                                          {"cartpole", cartpole},
                                          {"concentration", concentration},
                                          {"count_recall", count_recall},
                                          {"higher_lower", higher_lower},
+                                         {"minesweeper", minesweeper},
+                                         {"multiarmed_bandit", multiarmed_bandit},
+                                         {"noisy_stateless_cartpole", noisy_stateless_cartpole},
                                          {"repeat_first", repeat_first},
                                          {"repeat_previous", repeat_previous},
                                          {"stateless_cartpole", stateless_cartpole},

@@ -13,10 +13,13 @@
 #include <vector>
 
 #include "envs/autoencode.hpp"
+#include "envs/battleship.hpp"
 #include "envs/cartpole.hpp"
 #include "envs/concentration.hpp"
 #include "envs/count_recall.hpp"
 #include "envs/higher_lower.hpp"
+#include "envs/minesweeper.hpp"
+#include "envs/multiarmed_bandit.hpp"
 #include "envs/repeat_first.hpp"
 #include "envs/repeat_previous.hpp"
 #include "envs/tmaze.hpp"
@@ -24,9 +27,10 @@
 
 namespace mambarl {
 
-// One alternative per env struct (cartpole and stateless_cartpole are both CartPole).
+// One alternative per env struct (cartpole, stateless_cartpole and
+// noisy_stateless_cartpole are all CartPole).
 using EnvPrototype = std::variant<CartPole, RepeatPrevious, CountRecall, TMaze, RepeatFirst, Autoencode, HigherLower,
-                                  Concentration>;
+                                  Concentration, Minesweeper, Battleship, MultiarmedBandit>;
 
 // The bundled types, sorted.
 const std::vector<std::string>& builtin_env_types();

@@ -4,7 +4,7 @@
 // |theta| > 12 degrees, reward +1 on every step including the terminating one,
 // start state uniform in (-0.05, 0.05)^4.
 //
-// One struct serves two registered types (parameterised, not copied):
+// One struct serves three registered types (parameterised, not copied):
 //   cartpole            obs [x, x_dot, theta, theta_dot], reward 1, truncated at 500
 //                       (CartPole-v1's registered TimeLimit)
 //   stateless_cartpole  POPGym PositionOnlyCartPole: obs [x, theta] only, reward
@@ -13,6 +13,19 @@
 //                       taken after termination, which auto-reset never takes), so
 //                       the return is episode_length/max_len, 1.0 at most;
 //                       truncated at max_len (easy 200, medium 400, hard 600)
+//   noisy_stateless_cartpole  POPGym NoisyPositionOnlyCartPole: stateless_cartpole
+//                       with max_len 200 at every level, whose observations (the
+//                       first one too) get N(0, sigma^2) noise per component,
+//                       rounded to float, then are clipped to the observation
+//                       bounds; sigma easy 0.1, medium 0.2, hard 0.3. The noise
+//                       only blurs what the agent sees: the physics, rewards and
+//                       termination are stateless_cartpole's.
+// The noisy type is this struct with a noise level rather than a struct of its
+// own: it is the same system, so it shares every line of the dynamics, and the
+// CUDA backend compiles no extra kernel for it. The noise is drawn in step(),
+// which the env contract gives no Rng, so the struct carries its own stream,
+// seeded at each reset from the one reset() is given (the noiseless types never
+// draw from it, so their trajectories do not depend on it).
 #pragma once
 
 #include <math.h>
@@ -75,11 +88,12 @@ struct CartPole {
   // Saved as raw bytes (BatchedEnv::save_state), so laid out without implicit
   // padding, whose bytes would be indeterminate: two equal envs must save equal
   // bytes. The 16 bytes ahead of the doubles are spelled out (static_assert below).
-  int32_t position_only = 0;  // 1: stateless_cartpole
+  int32_t position_only = 0;  // 1: stateless_cartpole (noisy or not)
   int32_t max_steps = 500;    // truncation limit
   float step_reward = 1.0f;
-  int32_t unused = 0;         // fills the 8-byte alignment of physics; always 0
+  float noise_sigma = 0.0f;   // > 0: noisy_stateless_cartpole
   CartPolePhysics physics;
+  Rng noise_rng;              // the observation noise of this episode
 
   static CartPole full() { return CartPole{}; }
   static CartPole stateless(int max_len) {
@@ -87,6 +101,12 @@ struct CartPole {
     c.position_only = 1;
     c.max_steps = max_len;
     c.step_reward = 1.0f / static_cast<float>(max_len);
+    return c;
+  }
+  static CartPole noisy_stateless(int max_len, float sigma) {
+    MAMBARL_CHECK(sigma > 0.0f, "noisy_stateless_cartpole: noise sigma must be > 0, got " << sigma);
+    CartPole c = stateless(max_len);
+    c.noise_sigma = sigma;
     return c;
   }
 
@@ -97,7 +117,7 @@ struct CartPole {
     const float xb = static_cast<float>(2 * CartPolePhysics::kXThreshold);
     const float tb = static_cast<float>(2 * CartPolePhysics::kThetaThreshold);
     EnvSpec s;
-    s.id = position_only ? "stateless_cartpole" : "cartpole";
+    s.id = noise_sigma > 0.0f ? "noisy_stateless_cartpole" : position_only ? "stateless_cartpole" : "cartpole";
     s.obs_high = position_only ? std::vector<float>{xb, tb} : std::vector<float>{xb, big, tb, big};
     s.obs_dim = static_cast<int>(s.obs_high.size());
     for (float h : s.obs_high) s.obs_low.push_back(-h);
@@ -108,6 +128,7 @@ struct CartPole {
 
   MAMBARL_HD void reset(Rng& rng, float* obs) {
     physics.reset(rng);
+    if (noise_sigma > 0.0f) noise_rng = Rng(rng.next_u64());
     write_obs(obs);
   }
 
@@ -127,14 +148,29 @@ struct CartPole {
     const char lean = physics.theta > 0.02 ? '/' : physics.theta < -0.02 ? '\\' : '|';
     os << std::showpos << std::fixed << std::setprecision(4) << "x " << physics.x << "  x_dot "
        << physics.x_dot << "  theta " << physics.theta << "  theta_dot " << physics.theta_dot
-       << std::noshowpos << std::defaultfloat << "\n[" << track << "]  pole " << lean << "\n";
+       << std::noshowpos << std::defaultfloat << "\n[" << track << "]  pole " << lean;
+    if (noise_sigma > 0.0f) os << "  (obs noise sigma " << noise_sigma << ")";
+    os << "\n";
   }
 
  private:
-  MAMBARL_HD void write_obs(float* obs) const {
+  // Not const: the noisy type draws its noise here.
+  MAMBARL_HD void write_obs(float* obs) {
     if (position_only) {
       obs[0] = static_cast<float>(physics.x);
       obs[1] = static_cast<float>(physics.theta);
+      if (noise_sigma > 0.0f) {
+        // popgym: float32 noise added to the float32 obs, clipped to the obs bounds
+        // (+-2 * the termination thresholds, as spec()). Rng::normal uses log and
+        // cos, which on the device may differ from glibc's in the last bit of a
+        // double, as cartpole's cos/sin (envs/gpu_batched_env.cuh).
+        const float bound[2] = {static_cast<float>(2 * CartPolePhysics::kXThreshold),
+                                static_cast<float>(2 * CartPolePhysics::kThetaThreshold)};
+        for (int i = 0; i < 2; ++i) {
+          const float noisy = obs[i] + static_cast<float>(noise_sigma * noise_rng.normal());
+          obs[i] = noisy < -bound[i] ? -bound[i] : noisy > bound[i] ? bound[i] : noisy;
+        }
+      }
     } else {
       obs[0] = static_cast<float>(physics.x);
       obs[1] = static_cast<float>(physics.x_dot);
@@ -143,6 +179,6 @@ struct CartPole {
     }
   }
 };
-static_assert(sizeof(CartPole) == 16 + sizeof(CartPolePhysics), "CartPole must have no padding bytes");
+static_assert(sizeof(CartPole) == 16 + sizeof(CartPolePhysics) + sizeof(Rng), "CartPole must have no padding bytes");
 
 }  // namespace mambarl

@@ -82,7 +82,8 @@ int balance(double x, double x_dot, double theta, double theta_dot) {
 
 BOOST_AUTO_TEST_CASE(registry_lists_the_bundled_types_and_takes_new_ones) {
   const auto names = registered_envs();
-  for (const char* t : {"autoencode", "cartpole", "concentration", "count_recall", "higher_lower", "repeat_first",
+  for (const char* t : {"autoencode", "battleship", "cartpole", "concentration", "count_recall", "higher_lower",
+                        "minesweeper", "multiarmed_bandit", "noisy_stateless_cartpole", "repeat_first",
                         "repeat_previous", "stateless_cartpole", "tmaze"})
     BOOST_TEST((std::find(names.begin(), names.end(), t) != names.end()), t);
   BOOST_CHECK_THROW(register_env("cartpole", [](const ConfigNode&, int) { return std::unique_ptr<VecEnv>(); }),
@@ -273,7 +274,8 @@ BOOST_AUTO_TEST_CASE(prev_action_appends_a_one_hot_of_the_last_action) {
 BOOST_AUTO_TEST_CASE(bad_actions_are_rejected_naming_env_and_value) {
   for (const auto& [cfg, bad] : std::vector<std::pair<std::string, float>>{
            {"type: cartpole", 2.0f}, {"type: repeat_previous", -1.0f}, {"type: tmaze", 0.5f},
-           {"type: count_recall", 26.0f}, {"type: stateless_cartpole", NAN}}) {
+           {"type: count_recall", 26.0f}, {"type: stateless_cartpole", NAN}, {"type: minesweeper", 16.0f},
+           {"type: battleship\ndifficulty: hard", 144.0f}, {"type: multiarmed_bandit", 10.0f}}) {
     BOOST_TEST_CONTEXT(cfg) {
       auto env = make_env(cfg + "\nnum_envs: 3");
       env->reset(0);
@@ -591,6 +593,8 @@ BOOST_AUTO_TEST_CASE(config_errors_name_file_line_and_column) {
   struct Case {
     std::string yaml, must_say;
   };
+  std::string registered_list;  // every registered type, sorted, as the error lists them
+  for (const std::string& t : registered_envs()) registered_list += (registered_list.empty() ? "" : ", ") + t;
   const std::vector<Case> cases = {
       {"type: cartpole\nlenght: 3", "env.lenght: unknown key"},
       {"type: tmaze\nlenght: 3", "unknown key (known: type, num_envs, backend, length, step_penalty, prev_action)"},
@@ -599,8 +603,7 @@ BOOST_AUTO_TEST_CASE(config_errors_name_file_line_and_column) {
       {"type: cartpole\nnum_envs: 0", "env.num_envs: value 0 is out of range"},
       {"type: cartpole\nnum_envs: many", "cannot read 'many' as an integer"},
       {"type: tmaze\nlength: 0", "env.length: value 0 is out of range"},
-      {"type: cartpoel", "unknown env type 'cartpoel' (registered: autoencode, cartpole, concentration, "
-                         "count_recall, higher_lower, repeat_first, repeat_previous, stateless_cartpole, "},
+      {"type: cartpoel", "unknown env type 'cartpoel' (registered: " + registered_list + ")"},
       {"num_envs: 4", "env.type: required key is missing"},
   };
   for (const auto& c : cases) {

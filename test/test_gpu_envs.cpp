@@ -9,12 +9,14 @@
 #include <yaml-cpp/yaml.h>
 
 #include <boost/test/unit_test.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "envs/builtin_envs.hpp"
 #include "envs/cartpole.hpp"
 #include "envs/gpu_vec_env.hpp"
 #include "envs/vec_env.hpp"
@@ -40,7 +42,9 @@ ConfigNode config(const std::string& yaml, int B) {
   return ConfigNode(YAML::Load(yaml + "\nnum_envs: " + std::to_string(B)), "test.yaml", "env");
 }
 
-bool is_cartpole(const EnvSpec& s) { return s.id == "cartpole" || s.id == "stateless_cartpole"; }
+bool is_cartpole(const EnvSpec& s) {
+  return s.id == "cartpole" || s.id == "stateless_cartpole" || s.id == "noisy_stateless_cartpole";
+}
 
 // Everything a step reports, on the host.
 struct Outputs {
@@ -121,6 +125,7 @@ void expect_states_equal(const EnvSpec& spec, int B, const std::vector<uint8_t>&
     // The parameters exactly; the state to a relative 1e-9, a million times
     // the last-bit differences of the doubles above, far below the float obs.
     BOOST_TEST(std::memcmp(&ec[b], &eg[b], 16) == 0, "env " << b << " parameters");
+    BOOST_TEST(std::memcmp(&ec[b].noise_rng, &eg[b].noise_rng, sizeof(Rng)) == 0, "env " << b << " noise stream");
     const double c[4] = {ec[b].physics.x, ec[b].physics.x_dot, ec[b].physics.theta, ec[b].physics.theta_dot};
     const double g[4] = {eg[b].physics.x, eg[b].physics.x_dot, eg[b].physics.theta, eg[b].physics.theta_dot};
     for (int i = 0; i < 4; ++i)
@@ -195,9 +200,11 @@ BOOST_AUTO_TEST_CASE(every_type_matches_the_cpu_env_step_by_step) {
       p.gpu->reset(seed, stream.get());
       expect_outputs_equal(outputs_of(*p.cpu), outputs_of(*p.gpu, stream.get()), !is_cartpole(p.cpu->spec()),
                            -1);
-      const auto [n_term, n_trunc] = lockstep(*p.cpu, *p.gpu, 2000, seed, stream.get());
-      // Every env ended at least two episodes (the longest here: repeat_first
-      // hard, always 831 steps), so auto-reset and the episode after it are covered.
+      // Long enough for every env to end at least two episodes (the longest
+      // here: repeat_first hard, always 831 steps; multiarmed_bandit hard, 600,
+      // run for four), so auto-reset and the episode after it are covered.
+      const int steps = std::max(2000, 4 * p.cpu->spec().max_episode_steps);
+      const auto [n_term, n_trunc] = lockstep(*p.cpu, *p.gpu, steps, seed, stream.get());
       BOOST_TEST(n_term + n_trunc >= 2 * kB);
       trunc_total += n_trunc;
       if (p.cpu->spec().id == "tmaze") BOOST_TEST(n_trunc > 0);  // random walks hit tmaze's time limit
@@ -348,9 +355,11 @@ BOOST_AUTO_TEST_SUITE_END()
 
 // No device needed: the config is refused before any CUDA call.
 BOOST_AUTO_TEST_CASE(types_without_a_cuda_version_are_config_errors) {
-  for (const char* t : {"cartpole", "stateless_cartpole", "repeat_previous", "count_recall", "tmaze", "repeat_first",
-                        "autoencode", "higher_lower", "concentration"})
+  std::string bundled;  // every bundled type, sorted, as the error lists them
+  for (const std::string& t : builtin_env_types()) {
     BOOST_TEST(has_gpu_env(t), t);
+    bundled += (bundled.empty() ? "" : ", ") + t;
+  }
   register_env("plugin_only_env", [](const ConfigNode&, int) -> std::unique_ptr<VecEnv> { return nullptr; });
   BOOST_TEST(!has_gpu_env("plugin_only_env"));
   for (const std::string& type : {std::string("plugin_only_env"), std::string("no_such_env")}) {
@@ -361,10 +370,7 @@ BOOST_AUTO_TEST_CASE(types_without_a_cuda_version_are_config_errors) {
       const std::string msg = e.what();
       BOOST_TEST(msg.find("env.type") != std::string::npos, msg);
       BOOST_TEST(msg.find(type) != std::string::npos, msg);
-      BOOST_TEST(
-          msg.find("autoencode, cartpole, concentration, count_recall, higher_lower, repeat_first, repeat_previous, "
-                   "stateless_cartpole, tmaze") != std::string::npos,
-          msg);
+      BOOST_TEST(msg.find("(types with one: " + bundled + ")") != std::string::npos, msg);
     }
   }
   // The same per-type validation as make_vec_env.
