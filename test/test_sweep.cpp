@@ -13,8 +13,10 @@
 #include <set>
 #include <sstream>
 
+#include "envs/vec_env.hpp"
 #include "kernels/config_node.hpp"
 #include "test/process_util.hpp"
+#include "tools/random_floor.hpp"
 #include "tools/svg_plot.hpp"
 #include "tools/sweep.hpp"
 #include "tools/sweep_report.hpp"
@@ -280,6 +282,23 @@ BOOST_AUTO_TEST_CASE(plots_have_round_ticks_and_a_band_that_encloses_the_mean) {
     BOOST_TEST(upper.second <= line[i].second + 1e-6);  // SVG y grows downwards
     BOOST_TEST(lower.second >= line[i].second - 1e-6);
   }
+}
+
+BOOST_AUTO_TEST_CASE(the_random_floor_averages_the_first_whole_episodes_of_every_env) {
+  const auto env = make_vec_env(ConfigNode(YAML::Load("{type: cartpole, num_envs: 16}"), "test"));
+  // Enough episodes when the standard error is met at once: ceil(1000 / 16) = 63 from each env.
+  const RandomFloor once = measure_random_floor(*env, 7, 1000, 100.0);
+  BOOST_TEST(once.episodes == 63 * 16);
+  // Otherwise 63 per env doubled while within 4096 episodes: 252 per env.
+  const RandomFloor f = measure_random_floor(*env, 7, 1000, 0.01, 4096);
+  BOOST_TEST(f.episodes == 252 * 16);
+  BOOST_TEST(f.std_error < 0.3);
+  // CartPole-v1 under uniformly random actions lasts about 22.3 steps (reward 1 per step);
+  // 1.0 is over 5 standard errors.
+  BOOST_TEST(std::fabs(f.mean_return - 22.3) < 1.0, f.mean_return);
+  BOOST_TEST(f.env_steps >= static_cast<long long>(f.mean_return * static_cast<double>(f.episodes)));
+  BOOST_TEST(measure_random_floor(*env, 7, 1000, 0.01, 4096).mean_return == f.mean_return);  // the seed decides
+  BOOST_TEST(measure_random_floor(*env, 8, 1000, 0.01, 4096).mean_return != f.mean_return);
 }
 
 namespace {

@@ -79,10 +79,13 @@ std::vector<std::string> config_files(const std::string& file, const YAML::Node&
 std::vector<std::string> config_labels(const std::vector<std::string>& configs) {
   std::vector<fs::path> paths;
   for (const std::string& c : configs) paths.push_back(fs::absolute(c).lexically_normal());
+  const auto inside = [](const fs::path& dir, const fs::path& folder) {
+    const fs::path rel = dir.lexically_relative(folder);
+    return !rel.empty() && *rel.begin() != "..";
+  };
   fs::path common = paths.front().parent_path();
   for (const fs::path& p : paths)
-    while (!common.empty() && p.parent_path().lexically_relative(common).string().rfind("..", 0) == 0)
-      common = common.parent_path();
+    while (!inside(p.parent_path(), common)) common = common.parent_path();
   std::vector<std::string> labels;
   for (const fs::path& p : paths) {
     fs::path rel = p.lexically_relative(common);
