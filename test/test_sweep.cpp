@@ -4,7 +4,6 @@
 // fails fails the sweep naming it.
 #define BOOST_TEST_MODULE sweep
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -98,9 +97,14 @@ BOOST_AUTO_TEST_CASE(the_grid_expands_to_configs_x_grid_points_x_seeds_with_uniq
   BOOST_TEST(runs[8].env_settings.count("num_envs") == 0u);  // how many envs does not change the task
   // The file's overrides, the grid point's, then the command line's, after the sweep's seed and out_dir.
   const std::vector<std::string> argv = train_argv(first, "/bin/mambarl");
-  const std::vector<std::string> expected{"/bin/mambarl", "train", config("cartpole_mlp"), "runtime.seed=1",
+  const std::vector<std::string> expected{"/bin/mambarl",
+                                          "train",
+                                          config("cartpole_mlp"),
+                                          "runtime.seed=1",
                                           "runtime.out_dir=out/cartpole_mlp_lr-0.001_num_envs-8_s1",
-                                          "algo.total_env_steps=4096", "algo.lr=0.001", "env.num_envs=8",
+                                          "algo.total_env_steps=4096",
+                                          "algo.lr=0.001",
+                                          "env.num_envs=8",
                                           "runtime.log_every=5"};
   BOOST_TEST(argv == expected, boost::test_tools::per_element());
   BOOST_TEST(shell_command({"a b", "it's", "x=1"}) == "'a b' 'it'\\''s' x=1");
@@ -108,31 +112,33 @@ BOOST_AUTO_TEST_CASE(the_grid_expands_to_configs_x_grid_points_x_seeds_with_uniq
 
 BOOST_AUTO_TEST_CASE(sweep_file_errors_name_the_file_line_and_key) {
   const std::string cfg = config("cartpole_mlp");
-  BOOST_TEST(error_of("configs: [" + cfg + "]\nseeds: [1]\nseed: [2]\n").find("sweep.yaml:3:1: seed: unknown key") !=
-             std::string::npos);
+  BOOST_TEST(
+      error_of("configs: [" + cfg + "]\nseeds: [1]\nseed: [2]\n").find("sweep.yaml:3:1: seed: unknown key") !=
+      std::string::npos);
   BOOST_TEST(error_of("seeds: [1]\n").find("configs: required key is missing") != std::string::npos);
-  BOOST_TEST(error_of("configs: [" + cfg + ", configs/none_*.yaml]\nseeds: [1]\n")
-                 .find("sweep.yaml:1:") != std::string::npos);
+  BOOST_TEST(error_of("configs: [" + cfg + ", configs/none_*.yaml]\nseeds: [1]\n").find("sweep.yaml:1:") !=
+             std::string::npos);
   BOOST_TEST(error_of("configs: [configs/none_*.yaml]\nseeds: [1]\n").find("matches no config file") !=
              std::string::npos);
   BOOST_TEST(error_of("configs: [no/such.yaml]\nseeds: [1]\n").find("no such config file: no/such.yaml") !=
              std::string::npos);
-  BOOST_TEST(error_of("configs: [" + cfg + "]\nseeds: [1, 1]\n").find("sweep.yaml:2:12: seeds: seed 1 is listed twice") !=
-             std::string::npos);
+  BOOST_TEST(error_of("configs: [" + cfg + "]\nseeds: [1, 1]\n")
+                 .find("sweep.yaml:2:12: seeds: seed 1 is listed twice") != std::string::npos);
   BOOST_TEST(error_of("configs: [" + cfg + "]\nseeds: [1]\noverrides: [runtime.seed=3]\n")
                  .find("runtime.seed is set per run by the sweep") != std::string::npos);
-  BOOST_TEST(error_of("configs: [" + cfg + "]\nseeds: [1]\njobs: 0\n").find("sweep.yaml:3:7: jobs: value 0 is out of range") !=
-             std::string::npos);
+  BOOST_TEST(error_of("configs: [" + cfg + "]\nseeds: [1]\njobs: 0\n")
+                 .find("sweep.yaml:3:7: jobs: value 0 is out of range") != std::string::npos);
   const SweepSpec ok = parse_sweep("configs: [" + cfg + "]\nseeds: [1]\n", "sweep.yaml");
-  BOOST_CHECK_EXCEPTION(expand_sweep(ok, {"runtime.out_dir=x"}, "out"), ConfigError, [](const ConfigError& e) {
-    return std::string(e.what()).find("runtime.out_dir is set per run by the sweep") != std::string::npos;
-  });
+  BOOST_CHECK_EXCEPTION(
+      expand_sweep(ok, {"runtime.out_dir=x"}, "out"), ConfigError, [](const ConfigError& e) {
+        return std::string(e.what()).find("runtime.out_dir is set per run by the sweep") != std::string::npos;
+      });
 }
 
 namespace {
 
-RunResult result(const std::string& env, const std::string& difficulty, const std::string& policy, uint64_t seed,
-                 double final_return, std::map<std::string, std::string> settings = {}) {
+RunResult result(const std::string& env, const std::string& difficulty, const std::string& policy,
+                 uint64_t seed, double final_return, std::map<std::string, std::string> settings = {}) {
   RunResult r;
   r.run.config = "configs/" + env + "_" + policy + ".yaml";
   r.run.config_label = env + "_" + policy;
@@ -154,19 +160,21 @@ RunResult result(const std::string& env, const std::string& difficulty, const st
 
 BOOST_AUTO_TEST_CASE(the_table_has_mean_min_max_over_seeds_per_env_and_policy) {
   const std::vector<RunResult> results{
-      result("repeat", "easy", "mlp", 1, 500), result("repeat", "easy", "mlp", 2, 499.5),
-      result("repeat", "easy", "mamba1", 1, 1), result("repeat", "easy", "mamba1", 2, 2),
+      result("repeat", "easy", "mlp", 1, 500),    result("repeat", "easy", "mlp", 2, 499.5),
+      result("repeat", "easy", "mamba1", 1, 1),   result("repeat", "easy", "mamba1", 2, 2),
       result("repeat", "easy", "mamba1", 3, 4.5), result("repeat", "easy", "random", 1, -0.01234),
-      result("repeat", "hard", "zeta", 1, 0.5), result("repeat", "easy", "gru", 1, -1e-5)};
+      result("repeat", "hard", "zeta", 1, 0.5),   result("repeat", "easy", "gru", 1, -1e-5)};
   const std::string md = results_markdown({}, results, "Sweep of today");
   BOOST_TEST_MESSAGE(md);
   BOOST_TEST(md.rfind("Sweep of today\n", 0) == 0u);
   BOOST_TEST(md.find("over seeds 1, 2, 3 ") != std::string::npos);
   // Columns: mamba1, mamba3, gru, mlp, random, then the others; 3 significant digits.
-  BOOST_TEST(md.find("| env | difficulty | mamba1 | gru | mlp | random | zeta |\n|---|---|---|---|---|---|---|\n") !=
-             std::string::npos);
-  BOOST_TEST(md.find("| repeat | easy | 2.50 [1.00, 4.50] | -1.00e-05 [-1.00e-05, -1.00e-05] | 500 [500, 500] | "
-                     "-0.0123 [-0.0123, -0.0123] | |\n") != std::string::npos);
+  BOOST_TEST(
+      md.find("| env | difficulty | mamba1 | gru | mlp | random | zeta |\n|---|---|---|---|---|---|---|\n") !=
+      std::string::npos);
+  BOOST_TEST(
+      md.find("| repeat | easy | 2.50 [1.00, 4.50] | -1.00e-05 [-1.00e-05, -1.00e-05] | 500 [500, 500] | "
+              "-0.0123 [-0.0123, -0.0123] | |\n") != std::string::npos);
   BOOST_TEST(md.find("| repeat | hard | | | | | 0.500 [0.500, 0.500] |\n") != std::string::npos);
 
   const std::vector<std::string> csv = split(runs_csv({}, results), '\n');
@@ -198,7 +206,8 @@ std::vector<std::pair<double, double>> points_after(const std::string& svg, cons
   const size_t begin = svg.find("points=\"", at) + 8;
   std::vector<std::pair<double, double>> pts;
   for (const std::string& p : split(svg.substr(begin, svg.find('"', begin) - begin), ' '))
-    if (!p.empty()) pts.emplace_back(std::stod(p.substr(0, p.find(','))), std::stod(p.substr(p.find(',') + 1)));
+    if (!p.empty())
+      pts.emplace_back(std::stod(p.substr(0, p.find(','))), std::stod(p.substr(p.find(',') + 1)));
   return pts;
 }
 
@@ -207,7 +216,8 @@ bool round_ticks(const std::vector<double>& ticks) {
   if (ticks.size() < 2) return false;
   const double step = ticks[1] - ticks[0];
   const double mantissa = step / std::pow(10.0, std::floor(std::log10(step) + 1e-9));
-  bool ok = std::fabs(mantissa - 1) < 1e-9 || std::fabs(mantissa - 2) < 1e-9 || std::fabs(mantissa - 5) < 1e-9;
+  bool ok =
+      std::fabs(mantissa - 1) < 1e-9 || std::fabs(mantissa - 2) < 1e-9 || std::fabs(mantissa - 5) < 1e-9;
   for (size_t i = 0; i < ticks.size(); ++i) {
     ok = ok && std::fabs(ticks[i] - ticks[0] - step * static_cast<double>(i)) < step * 1e-6;
     ok = ok && std::fabs(ticks[i] / step - std::round(ticks[i] / step)) < 1e-6;
@@ -268,7 +278,7 @@ BOOST_AUTO_TEST_CASE(plots_have_round_ticks_and_a_band_that_encloses_the_mean) {
   BOOST_TEST(round_ticks(tick_values(svg, "xtick")));
   BOOST_TEST(round_ticks(tick_values(svg, "ytick")));
   BOOST_TEST(svg.find("stroke-dasharray=\"4 3\"") != std::string::npos);  // the zero line: returns cross 0
-  BOOST_TEST(svg.find(">mamba1</text>") != std::string::npos);             // the legend
+  BOOST_TEST(svg.find(">mamba1</text>") != std::string::npos);            // the legend
   BOOST_TEST(svg.find(">random</text>") != std::string::npos);
   // The band's upper edge runs forward, its lower edge back; both at the line's x in pixels.
   const auto line = points_after(svg, "class=\"line\"");
@@ -297,7 +307,8 @@ BOOST_AUTO_TEST_CASE(the_random_floor_averages_the_first_whole_episodes_of_every
   // 1.0 is over 5 standard errors.
   BOOST_TEST(std::fabs(f.mean_return - 22.3) < 1.0, f.mean_return);
   BOOST_TEST(f.env_steps >= static_cast<long long>(f.mean_return * static_cast<double>(f.episodes)));
-  BOOST_TEST(measure_random_floor(*env, 7, 1000, 0.01, 4096).mean_return == f.mean_return);  // the seed decides
+  BOOST_TEST(measure_random_floor(*env, 7, 1000, 0.01, 4096).mean_return ==
+             f.mean_return);  // the seed decides
   BOOST_TEST(measure_random_floor(*env, 8, 1000, 0.01, 4096).mean_return != f.mean_return);
 }
 
@@ -332,9 +343,10 @@ double final_return_of(const std::string& train_output) {
 BOOST_AUTO_TEST_CASE(a_sweep_runs_each_config_and_seed_as_a_direct_train_would) {
   TempDir dir("e2e");
   const std::vector<std::string> configs{"cartpole_mlp", "tmaze_mlp"};
-  const std::string sweep = dir.write("sweep.yaml", "configs: [" + config(configs[0]) + ", " + config(configs[1]) +
-                                                        "]\nseeds: [3, 4]\nrandom_floor: true\nout_dir: " +
-                                                        (dir.path / "unused").string() + "\n");
+  const std::string sweep = dir.write(
+      "sweep.yaml", "configs: [" + config(configs[0]) + ", " + config(configs[1]) +
+                        "]\nseeds: [3, 4]\nrandom_floor: true\nout_dir: " + (dir.path / "unused").string() +
+                        "\n");
   const std::string out = (dir.path / "out").string();
   const std::vector<std::string> argv{MAMBARL_TEST_BIN, "sweep", sweep, "--jobs", "2", "--out", out, kShort};
 
@@ -345,7 +357,8 @@ BOOST_AUTO_TEST_CASE(a_sweep_runs_each_config_and_seed_as_a_direct_train_would) 
   const std::vector<std::string> lines = split(listed.out, '\n');
   BOOST_REQUIRE(lines.size() == 4u);
   BOOST_TEST(lines[0].find(" train " + config("cartpole_mlp") + " runtime.seed=3 runtime.out_dir=" + out +
-                           "/cartpole_mlp_s3 " + kShort) != std::string::npos, lines[0]);
+                           "/cartpole_mlp_s3 " + kShort) != std::string::npos,
+             lines[0]);
   BOOST_TEST(!fs::exists(out));  // a dry run makes nothing
 
   const Ran swept = run(argv, dir, "sweep");
@@ -361,9 +374,10 @@ BOOST_AUTO_TEST_CASE(a_sweep_runs_each_config_and_seed_as_a_direct_train_would) 
   }
   for (const std::string& c : configs)
     for (const int seed : {3, 4}) {
-      const Ran direct = run({MAMBARL_TEST_BIN, "train", config(c), kShort, "runtime.seed=" + std::to_string(seed),
-                              "runtime.out_dir=" + (dir.path / "direct").string()},
-                             dir, "direct");
+      const Ran direct =
+          run({MAMBARL_TEST_BIN, "train", config(c), kShort, "runtime.seed=" + std::to_string(seed),
+               "runtime.out_dir=" + (dir.path / "direct").string()},
+              dir, "direct");
       BOOST_REQUIRE_MESSAGE(direct.exit_code == 0, direct.out);
       const std::string key = config(c) + " mlp " + std::to_string(seed);
       BOOST_REQUIRE_MESSAGE(swept_return.count(key), key << " not in runs.csv");
@@ -387,8 +401,9 @@ BOOST_AUTO_TEST_CASE(a_failing_run_fails_the_sweep_naming_it) {
   const Ran r = run({MAMBARL_TEST_BIN, "sweep", sweep, "--out", out, kShort, "algo.bogus=1"}, dir, "bad");
   BOOST_TEST(r.exit_code == 1, r.out);
   BOOST_TEST(r.out.find("run cartpole_mlp_s1 failed (exit status 1)") != std::string::npos, r.out);
-  BOOST_TEST(r.out.find("runtime.seed=1 runtime.out_dir=" + out + "/cartpole_mlp_s1 " + kShort + " algo.bogus=1") !=
-                 std::string::npos, r.out);
+  BOOST_TEST(r.out.find("runtime.seed=1 runtime.out_dir=" + out + "/cartpole_mlp_s1 " + kShort +
+                        " algo.bogus=1") != std::string::npos,
+             r.out);
   BOOST_TEST(r.out.find("algo.bogus: unknown key") != std::string::npos, r.out);  // the end of its log
   BOOST_TEST(r.out.find("1 run(s) failed; 1 run(s) not started") != std::string::npos, r.out);
   BOOST_TEST(!fs::exists(out + "/results.md"));

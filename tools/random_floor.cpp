@@ -43,7 +43,7 @@ RandomFloor measure_random_floor(VecEnv& env, uint64_t seed, long long min_episo
   std::vector<Rng> rngs;
   for (int b = 0; b < B; ++b) rngs.emplace_back(seed, static_cast<uint64_t>(b));
   std::vector<float> actions(static_cast<size_t>(B) * width);  // (B, action_width)
-  std::vector<std::vector<double>> returns(B);                  // (B, episodes so far)
+  std::vector<std::vector<double>> returns(B);                 // (B, episodes so far)
   size_t k = static_cast<size_t>((std::max(min_episodes, 1LL) + B - 1) / B);
   long long steps = 0;
   env.reset(seed);
@@ -59,12 +59,14 @@ RandomFloor measure_random_floor(VecEnv& env, uint64_t seed, long long min_episo
       k *= 2;
     }
     MAMBARL_CHECK(steps < kMaxEnvSteps, "random floor: env " << spec.id << " ended fewer than " << k
-                                           << " episodes per env in " << steps << " random steps");
+                                                             << " episodes per env in " << steps
+                                                             << " random steps");
     for (int b = 0; b < B; ++b)
       for (int i = 0; i < width; ++i)
         actions[static_cast<size_t>(b) * width + i] =
-            spec.action.discrete ? static_cast<float>(rngs[b].below(static_cast<uint32_t>(spec.action.n)))
-                                 : static_cast<float>(rngs[b].uniform(spec.action.low[i], spec.action.high[i]));
+            spec.action.discrete
+                ? static_cast<float>(rngs[b].below(static_cast<uint32_t>(spec.action.n)))
+                : static_cast<float>(rngs[b].uniform(spec.action.low[i], spec.action.high[i]));
     env.step(actions.data());
     steps += B;
     for (int b = 0; b < B; ++b)

@@ -19,14 +19,19 @@ std::string fmt(double v) {
   return os.str();
 }
 
+// Text as SVG character data or an attribute value.
 std::string xml_escape(const std::string& s) {
   std::string out;
   for (const char c : s) {
-    if (c == '&') out += "&amp;";
-    else if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
+    const char* entity = c == '&'   ? "&amp;"
+                         : c == '<' ? "&lt;"
+                         : c == '>' ? "&gt;"
+                         : c == '"' ? "&quot;"
+                                    : nullptr;
+    if (entity)
+      out += entity;
+    else
+      out += c;
   }
   return out;
 }
@@ -129,8 +134,10 @@ void write_line_plot_svg(const std::string& path, const std::string& title, cons
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     << "<text x=\"" << (W - R + L) / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
     << xml_escape(title) << "</text>\n"
-    << "<line x1=\"" << L << "\" y1=\"" << H - Bm << "\" x2=\"" << W - R << "\" y2=\"" << H - Bm << "\" stroke=\"black\"/>\n"
-    << "<line x1=\"" << L << "\" y1=\"" << T << "\" x2=\"" << L << "\" y2=\"" << H - Bm << "\" stroke=\"black\"/>\n";
+    << "<line x1=\"" << L << "\" y1=\"" << H - Bm << "\" x2=\"" << W - R << "\" y2=\"" << H - Bm
+    << "\" stroke=\"black\"/>\n"
+    << "<line x1=\"" << L << "\" y1=\"" << T << "\" x2=\"" << L << "\" y2=\"" << H - Bm
+    << "\" stroke=\"black\"/>\n";
   for (const double xv : ax.ticks)
     s << "<line x1=\"" << px(xv) << "\" y1=\"" << H - Bm << "\" x2=\"" << px(xv) << "\" y2=\"" << H - Bm + 4
       << "\" stroke=\"black\"/>\n"
@@ -144,8 +151,8 @@ void write_line_plot_svg(const std::string& path, const std::string& title, cons
   if (ay.lo < 0 && ay.hi > 0)
     s << "<line x1=\"" << L << "\" y1=\"" << py(0) << "\" x2=\"" << W - R << "\" y2=\"" << py(0)
       << "\" stroke=\"#888888\" stroke-dasharray=\"4 3\"/>\n";
-  s << "<text x=\"" << (W - R + L) / 2 << "\" y=\"" << H - 12 << "\" text-anchor=\"middle\">" << xml_escape(x_label)
-    << "</text>\n"
+  s << "<text x=\"" << (W - R + L) / 2 << "\" y=\"" << H - 12 << "\" text-anchor=\"middle\">"
+    << xml_escape(x_label) << "</text>\n"
     << "<text x=\"16\" y=\"" << H / 2 << "\" text-anchor=\"middle\" transform=\"rotate(-90 16 " << H / 2
     << ")\">" << xml_escape(y_label) << "</text>\n";
   const auto colour_of = [&](size_t k) {
@@ -156,7 +163,8 @@ void write_line_plot_svg(const std::string& path, const std::string& title, cons
   for (size_t k = 0; k < series.size(); ++k) {
     const PlotSeries& ser = series[k];
     if (ser.band.empty()) continue;
-    s << "<polygon class=\"band\" fill=\"" << colour_of(k) << "\" fill-opacity=\"0.18\" stroke=\"none\" points=\"";
+    s << "<polygon class=\"band\" fill=\"" << colour_of(k)
+      << "\" fill-opacity=\"0.18\" stroke=\"none\" points=\"";
     for (size_t i = 0; i < ser.points.size(); ++i)
       if (std::isfinite(ser.points[i].first) && std::isfinite(ser.band[i].second))
         s << fmt(px(ser.points[i].first)) << "," << fmt(py(ser.band[i].second)) << " ";
@@ -167,15 +175,17 @@ void write_line_plot_svg(const std::string& path, const std::string& title, cons
   }
   for (size_t k = 0; k < series.size(); ++k) {
     const std::string dash = series[k].dashed ? "\" stroke-dasharray=\"6 4" : "";
-    s << "<polyline class=\"line\" fill=\"none\" stroke=\"" << colour_of(k) << dash << "\" stroke-width=\"2\" points=\"";
+    s << "<polyline class=\"line\" fill=\"none\" stroke=\"" << colour_of(k) << dash
+      << "\" stroke-width=\"2\" points=\"";
     for (const auto& [x, y] : series[k].points)
       if (std::isfinite(x) && std::isfinite(y)) s << fmt(px(x)) << "," << fmt(py(y)) << " ";
     s << "\"/>\n";
     if (legend) {
       const double ly = T + 8 + 18 * static_cast<double>(k), lx = W - R + 16;
-      s << "<line x1=\"" << lx << "\" y1=\"" << ly << "\" x2=\"" << lx + 22 << "\" y2=\"" << ly << "\" stroke=\""
-        << colour_of(k) << dash << "\" stroke-width=\"2\"/>\n"
-        << "<text x=\"" << lx + 28 << "\" y=\"" << ly + 4 << "\">" << xml_escape(series[k].name) << "</text>\n";
+      s << "<line x1=\"" << lx << "\" y1=\"" << ly << "\" x2=\"" << lx + 22 << "\" y2=\"" << ly
+        << "\" stroke=\"" << colour_of(k) << dash << "\" stroke-width=\"2\"/>\n"
+        << "<text x=\"" << lx + 28 << "\" y=\"" << ly + 4 << "\">" << xml_escape(series[k].name)
+        << "</text>\n";
     }
   }
   s << "</svg>\n";

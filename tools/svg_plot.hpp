@@ -12,10 +12,13 @@ namespace mambarl {
 struct PlotSeries {
   PlotSeries(std::string name, std::vector<std::pair<double, double>> points,
              std::vector<std::pair<double, double>> band = {}, std::string colour = "", bool dashed = false)
-      : name(std::move(name)), points(std::move(points)), band(std::move(band)), colour(std::move(colour)),
+      : name(std::move(name)),
+        points(std::move(points)),
+        band(std::move(band)),
+        colour(std::move(colour)),
         dashed(dashed) {}
 
-  std::string name;  // shown in a legend when there is more than one series
+  std::string name;                               // shown in a legend when there is more than one series
   std::vector<std::pair<double, double>> points;  // (x, y); non-finite points are skipped
   // Empty, or one (low, high) per point: drawn as a shaded band behind the line
   // (e.g. the range over seeds around their mean).

@@ -25,8 +25,8 @@ std::vector<YAML::Node> scalar_list(const ConfigNode& n, const std::string& key)
   std::vector<YAML::Node> items;
   for (const YAML::Node& item : list) {
     if (!item.IsScalar())
-      throw ConfigError(located(n.file(), item.Mark()) + ": " + n.key_path(key) + "[" + std::to_string(items.size()) +
-                        "]: expected a scalar value");
+      throw ConfigError(located(n.file(), item.Mark()) + ": " + n.key_path(key) + "[" +
+                        std::to_string(items.size()) + "]: expected a scalar value");
     items.push_back(item);
   }
   return items;
@@ -51,8 +51,9 @@ void check_not_reserved(const std::string& key, const std::string& where) {
   if (key == "runtime.seed")
     throw ConfigError(where + ": runtime.seed is set per run by the sweep (list the seeds under seeds:)");
   if (key == "runtime.out_dir")
-    throw ConfigError(where + ": runtime.out_dir is set per run by the sweep (<out_dir>/<run name>; "
-                              "set out_dir: or --out)");
+    throw ConfigError(where +
+                      ": runtime.out_dir is set per run by the sweep (<out_dir>/<run name>; "
+                      "set out_dir: or --out)");
 }
 
 std::string override_key(const std::string& ov) { return ov.substr(0, ov.find('=')); }
@@ -181,7 +182,8 @@ SweepSpec parse_sweep(const std::string& text, const std::string& file) {
       for (const YAML::Node& item : scalar_list(g, key)) {
         values.push_back(override_text(item));
         for (size_t i = 0; i + 1 < values.size(); ++i)
-          if (values[i] == values.back()) fail_item(file, item, "grid." + key, "value '" + values.back() + "' is listed twice");
+          if (values[i] == values.back())
+            fail_item(file, item, "grid." + key, "value '" + values.back() + "' is listed twice");
       }
       s.grid.emplace_back(key, std::move(values));
     }
@@ -189,7 +191,8 @@ SweepSpec parse_sweep(const std::string& text, const std::string& file) {
   if (n.has("overrides"))
     for (const YAML::Node& item : scalar_list(n, "overrides")) {
       const std::string ov = item.Scalar();
-      if (ov.find('=') == std::string::npos) fail_item(file, item, "overrides", "'" + ov + "' is not key.path=value");
+      if (ov.find('=') == std::string::npos)
+        fail_item(file, item, "overrides", "'" + ov + "' is not key.path=value");
       check_not_reserved(override_key(ov), located(file, item.Mark()) + ": overrides: '" + ov + "'");
       s.overrides.push_back(ov);
     }
@@ -202,7 +205,8 @@ SweepSpec parse_sweep(const std::string& text, const std::string& file) {
 
 std::vector<SweepRun> expand_sweep(const SweepSpec& spec, const std::vector<std::string>& cli_overrides,
                                    const std::string& out_dir) {
-  for (const std::string& ov : cli_overrides) check_not_reserved(override_key(ov), "command line: override '" + ov + "'");
+  for (const std::string& ov : cli_overrides)
+    check_not_reserved(override_key(ov), "command line: override '" + ov + "'");
   const std::vector<std::string> labels = config_labels(spec.configs);
   const std::vector<std::vector<std::string>> points = grid_points(spec);
   std::vector<SweepRun> runs;
@@ -251,8 +255,8 @@ std::vector<SweepRun> expand_sweep(const SweepSpec& spec, const std::vector<std:
         r.run_dir = (fs::path(out_dir) / r.name).string();
         const auto [it, fresh] = seen.emplace(r.name, config);
         if (!fresh)
-          throw ConfigError(spec.file + ": two runs would share the name " + r.name + " (configs " + it->second +
-                            " and " + config + "): rename a config or change a grid value");
+          throw ConfigError(spec.file + ": two runs would share the name " + r.name + " (configs " +
+                            it->second + " and " + config + "): rename a config or change a grid value");
         runs.push_back(std::move(r));
       }
     }
@@ -262,7 +266,8 @@ std::vector<SweepRun> expand_sweep(const SweepSpec& spec, const std::vector<std:
 
 std::string name_part(const std::string& s) {
   std::string out;
-  for (const char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-') ? c : '_';
+  for (const char c : s)
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-') ? c : '_';
   return out;
 }
 
@@ -276,8 +281,9 @@ std::vector<std::string> train_argv(const SweepRun& run, const std::string& exe)
 std::string shell_command(const std::vector<std::string>& argv) {
   std::string line;
   for (const std::string& a : argv) {
-    const bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                          "0123456789_-+=./,:@%") == std::string::npos;
+    const bool plain = !a.empty() && a.find_first_not_of(
+                                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                         "0123456789_-+=./,:@%") == std::string::npos;
     std::string word = plain ? a : "'";
     if (!plain) {
       for (const char c : a) word += c == '\'' ? std::string("'\\''") : std::string(1, c);

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -92,7 +93,8 @@ bool parse_args(int argc, char** argv, Args& a) {
     } else if (a.file.empty()) {
       a.file = arg;
     } else {
-      std::cerr << "mambarl sweep: unexpected argument '" << arg << "' (one sweep file; overrides look like key=value)\n";
+      std::cerr << "mambarl sweep: unexpected argument '" << arg
+                << "' (one sweep file; overrides look like key=value)\n";
       return false;
     }
   }
@@ -123,9 +125,12 @@ std::string last_lines(const std::string& text, int n) {
 bool read_train_line(const std::string& log, RunResult& r) {
   const std::string key = "final mean_return=";
   size_t at = log.rfind("\n" + key);
-  if (at != std::string::npos) ++at;
-  else if (log.rfind(key, 0) == 0) at = 0;
-  else return false;
+  if (at != std::string::npos)
+    ++at;
+  else if (log.rfind(key, 0) == 0)
+    at = 0;
+  else
+    return false;
   std::istringstream line(log.substr(at, log.find('\n', at) - at));
   bool ret = false, steps = false, wall = false;
   for (std::string word; line >> word;) {
@@ -141,6 +146,9 @@ bool read_train_line(const std::string& log, RunResult& r) {
 }
 
 // Starts one run: stdin from /dev/null, stdout and stderr into <run_dir>/train.log.
+// The child execs /proc/self/exe, which in the child is still this binary: a
+// rebuild of mambarl during a sweep cannot mix versions (or find the file
+// missing mid-link). `exe`, its path, is the argv[0] the messages show.
 pid_t start_run(const SweepRun& run, const std::string& exe) {
   fs::create_directories(run.run_dir);
   const std::string log = (fs::path(run.run_dir) / "train.log").string();
@@ -154,9 +162,10 @@ pid_t start_run(const SweepRun& run, const std::string& exe) {
   posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, args.data(), environ);
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
-  MAMBARL_CHECK(rc == 0, "cannot start run " << run.name << " (" << shell_command(argv) << "): " << std::strerror(rc));
+  MAMBARL_CHECK(rc == 0,
+                "cannot start run " << run.name << " (" << shell_command(argv) << "): " << std::strerror(rc));
   return pid;
 }
 
@@ -167,10 +176,10 @@ std::string describe_status(int status) {
 }
 
 // Runs every run, at most `jobs` at once, in order. After the first failure
-// no new run starts; those in flight finish. False if any failed (each
+// no new run starts; those in flight finish. Nothing if any failed (each
 // failure reported on stderr with its command and the end of its log).
-bool run_all(const std::vector<SweepRun>& runs, const std::string& exe, int jobs, std::ostream& out,
-             std::vector<RunResult>& results) {
+std::optional<std::vector<RunResult>> run_all(const std::vector<SweepRun>& runs, const std::string& exe,
+                                              int jobs, std::ostream& out) {
   std::vector<std::pair<pid_t, size_t>> running;  // (pid, index into runs)
   std::vector<RunResult> done(runs.size());
   size_t next = 0, finished = 0, failed = 0;
@@ -184,7 +193,8 @@ bool run_all(const std::vector<SweepRun>& runs, const std::string& exe, int jobs
       const pid_t pid = ::waitpid(-1, &status, 0);
       if (pid < 0 && errno == EINTR) continue;
       MAMBARL_CHECK(pid > 0, "waiting for the sweep's runs: " << std::strerror(errno));
-      const auto it = std::find_if(running.begin(), running.end(), [&](const auto& p) { return p.first == pid; });
+      const auto it =
+          std::find_if(running.begin(), running.end(), [&](const auto& p) { return p.first == pid; });
       if (it == running.end()) continue;  // not one of ours
       const SweepRun& run = runs[it->second];
       RunResult& r = done[it->second];
@@ -195,8 +205,9 @@ bool run_all(const std::vector<SweepRun>& runs, const std::string& exe, int jobs
       const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       if (exited_ok && read_train_line(log, r)) {
         r.curve = read_metrics_curve((fs::path(run.run_dir) / "metrics.csv").string());
-        out << "[" << ++finished << "/" << runs.size() << "] " << run.name << ": final_return=" << r.final_return
-            << " env_steps=" << r.env_steps << " wall_s=" << r.wall_s << std::endl;
+        out << "[" << ++finished << "/" << runs.size() << "] " << run.name
+            << ": final_return=" << r.final_return << " env_steps=" << r.env_steps << " wall_s=" << r.wall_s
+            << std::endl;
         continue;
       }
       ++failed;
@@ -213,14 +224,13 @@ bool run_all(const std::vector<SweepRun>& runs, const std::string& exe, int jobs
   if (failed > 0) {
     std::cerr << "mambarl sweep: " << failed << " run(s) failed; " << runs.size() - next
               << " run(s) not started" << std::endl;
-    return false;
+    return std::nullopt;
   }
-  results.insert(results.end(), done.begin(), done.end());
-  return true;
+  return done;
 }
 
 // One random-floor row per env setting x grid point x seed, from the first run with that setting.
-std::vector<RunResult> random_floor_rows(const std::vector<SweepRun>& runs, const std::vector<uint64_t>& seeds,
+std::vector<RunResult> random_floor_rows(const SweepSpec& spec, const std::vector<SweepRun>& runs,
                                          std::ostream& out) {
   // Few envs play many random episodes quickly, whatever num_envs the config trains with.
   const std::string kFloorEnvs = "env.num_envs=16";
@@ -235,7 +245,10 @@ std::vector<RunResult> random_floor_rows(const std::vector<SweepRun>& runs, cons
     const Experiment exp = load_experiment(run.config, overrides);
     const auto plugins = load_plugins(exp);  // a plugin's env types; kept loaded while its env runs
     const auto env = make_vec_env(exp.section("env"));
-    for (const uint64_t seed : seeds) {
+    std::string where = run.env_type;
+    for (size_t k = 0; k < spec.grid.size(); ++k)
+      where += " " + spec.grid[k].first + "=" + run.grid_values[k];
+    for (const uint64_t seed : spec.seeds) {
       const auto t0 = std::chrono::steady_clock::now();
       const RandomFloor f = measure_random_floor(*env, seed);
       RunResult r;
@@ -247,8 +260,9 @@ std::vector<RunResult> random_floor_rows(const std::vector<SweepRun>& runs, cons
       r.final_return = f.mean_return;
       r.env_steps = f.env_steps;
       r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      out << "random floor, " << run.config_label << " seed " << seed << ": mean_return=" << f.mean_return
-          << " +- " << f.std_error << " (" << f.episodes << " episodes)" << std::endl;
+      out << "random floor, " << where << " (env of " << run.config << "), seed " << seed
+          << ": mean_return=" << f.mean_return << " +- " << f.std_error << " (" << f.episodes << " episodes)"
+          << std::endl;
       rows.push_back(std::move(r));
     }
   }
@@ -279,7 +293,9 @@ int run_sweep(int argc, char** argv, std::ostream& out) {
   }
   const SweepSpec spec = load_sweep(a.file);
   const std::string out_dir = a.out_dir.empty() ? spec.out_dir : a.out_dir;
-  const int jobs = a.jobs ? a.jobs : spec.jobs ? spec.jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int jobs = a.jobs      ? a.jobs
+                   : spec.jobs ? spec.jobs
+                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const std::vector<SweepRun> runs = expand_sweep(spec, a.overrides, out_dir);
   const std::string exe = fs::read_symlink("/proc/self/exe").string();
   if (a.dry_run) {
@@ -289,19 +305,21 @@ int run_sweep(int argc, char** argv, std::ostream& out) {
   std::vector<std::string> command(argv, argv + argc);
   const std::string header = "Sweep of " + utc_now() + ": `" + shell_command(command) + "`";
   fs::create_directories(out_dir);
-  std::vector<RunResult> results;
-  const std::vector<RunResult> floor = spec.random_floor ? random_floor_rows(runs, spec.seeds, out) : std::vector<RunResult>{};
+  // The random floor first: quick, and a bad env setting stops the sweep before any run starts.
+  const std::vector<RunResult> floor =
+      spec.random_floor ? random_floor_rows(spec, runs, out) : std::vector<RunResult>{};
   out << runs.size() << " runs, " << jobs << " at a time, in " << out_dir << std::endl;
-  if (!run_all(runs, exe, jobs, out, results)) return 1;
-  results.insert(results.end(), floor.begin(), floor.end());
+  std::optional<std::vector<RunResult>> results = run_all(runs, exe, jobs, out);
+  if (!results) return 1;
+  results->insert(results->end(), floor.begin(), floor.end());
 
   std::vector<std::string> grid_keys;
   for (const auto& g : spec.grid) grid_keys.push_back(g.first);
   const fs::path dir(out_dir);
-  write_file_atomically((dir / "runs.csv").string(), runs_csv(grid_keys, results));
-  const std::string md = results_markdown(grid_keys, results, header);
+  write_file_atomically((dir / "runs.csv").string(), runs_csv(grid_keys, *results));
+  const std::string md = results_markdown(grid_keys, *results, header);
   write_file_atomically((dir / "results.md").string(), md);
-  const std::vector<std::string> plots = write_sweep_plots(out_dir, grid_keys, results);
+  const std::vector<std::string> plots = write_sweep_plots(out_dir, grid_keys, *results);
   out << "\n" << md << "\nwrote " << (dir / "runs.csv").string() << ", " << (dir / "results.md").string();
   for (const std::string& p : plots) out << ", " << p;
   out << std::endl;

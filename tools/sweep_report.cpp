@@ -61,9 +61,9 @@ struct Column {
 };
 
 struct Row {
-  std::vector<std::string> labels;  // (label headers)
-  std::string title;                // the labels for a plot title
-  std::string file_stem;            // its plot's file name without .svg
+  std::vector<std::string> labels;                             // (label headers)
+  std::string title;                                           // the labels for a plot title
+  std::string file_stem;                                       // its plot's file name without .svg
   std::map<std::string, std::vector<const RunResult*>> cells;  // column name -> its runs
 };
 
@@ -80,8 +80,8 @@ struct Table {
 Table build_table(const std::vector<std::string>& grid_keys, const std::vector<RunResult>& results) {
   Table t;
   const std::vector<size_t> shown = shown_grid_keys(grid_keys);
-  const bool has_difficulty =
-      std::any_of(results.begin(), results.end(), [](const RunResult& r) { return !r.run.difficulty.empty(); });
+  const bool has_difficulty = std::any_of(results.begin(), results.end(),
+                                          [](const RunResult& r) { return !r.run.difficulty.empty(); });
   t.label_headers.push_back("env");
   if (has_difficulty) t.label_headers.push_back("difficulty");
   for (size_t k : shown) t.label_headers.push_back(grid_keys[k]);
@@ -105,7 +105,8 @@ Table build_table(const std::vector<std::string>& grid_keys, const std::vector<R
     if (configs.size() > 1 && cell.second != "random")
       for (const std::string& c : configs) qualified.emplace(cell.second, c);
   const auto column_name = [&](const SweepRun& run) {
-    return qualified.count({run.policy, run.config_label}) ? run.policy + " (" + run.config_label + ")" : run.policy;
+    return qualified.count({run.policy, run.config_label}) ? run.policy + " (" + run.config_label + ")"
+                                                           : run.policy;
   };
 
   std::map<std::string, std::string> policy_of;  // column name -> policy type
@@ -148,7 +149,8 @@ Table build_table(const std::vector<std::string>& grid_keys, const std::vector<R
       if (values.size() < 2) continue;
       for (size_t i : same) {
         const auto it = row_run[i]->env_settings.find(key);
-        distinctions[i].push_back(key + "=" + (it == row_run[i]->env_settings.end() ? "(unset)" : it->second));
+        distinctions[i].push_back(key + "=" +
+                                  (it == row_run[i]->env_settings.end() ? "(unset)" : it->second));
       }
     }
   }
@@ -260,8 +262,8 @@ std::string runs_csv(const std::vector<std::string>& grid_keys, const std::vecto
   for (const RunResult& r : results) {
     out += csv_cell(r.run.config) + "," + csv_cell(r.run.env_type) + "," + csv_cell(r.run.difficulty);
     for (size_t k : shown) out += "," + csv_cell(r.run.grid_values[k]);
-    out += "," + csv_cell(r.run.policy) + "," + std::to_string(r.run.seed) + "," + number(r.final_return) + "," +
-           std::to_string(r.env_steps) + "," + number(r.wall_s) + "," + csv_cell(r.run.run_dir) + "\n";
+    out += "," + csv_cell(r.run.policy) + "," + std::to_string(r.run.seed) + "," + number(r.final_return) +
+           "," + std::to_string(r.env_steps) + "," + number(r.wall_s) + "," + csv_cell(r.run.run_dir) + "\n";
   }
   return out;
 }
@@ -295,8 +297,8 @@ std::string results_markdown(const std::vector<std::string>& grid_keys, const st
       double sum = 0, lo = INFINITY, hi = -INFINITY;
       for (const RunResult* r : it->second)
         sum += r->final_return, lo = std::min(lo, r->final_return), hi = std::max(hi, r->final_return);
-      md << " " << three_digits(sum / static_cast<double>(it->second.size())) << " [" << three_digits(lo) << ", "
-         << three_digits(hi) << "] |";
+      md << " " << three_digits(sum / static_cast<double>(it->second.size())) << " [" << three_digits(lo)
+         << ", " << three_digits(hi) << "] |";
     }
     md << "\n";
   }
@@ -327,7 +329,8 @@ std::vector<std::string> write_sweep_plots(const std::string& dir, const std::ve
       series.push_back(std::move(s));
     }
     if (series.empty()) continue;  // no learning curve in this row (random floor only)
-    // Policies without a curve (the random floor) as a level across the plot, their band the range over seeds.
+    // Policies without a curve (the random floor) as a level across the plot, their band the range over
+    // seeds.
     for (const Column& c : t.columns) {
       const auto it = row.cells.find(c.name);
       if (it == row.cells.end() || std::any_of(it->second.begin(), it->second.end(),

@@ -17,7 +17,7 @@
 namespace mambarl {
 
 struct RunResult {
-  SweepRun run;  // a random-floor row: policy "random", name and run_dir empty
+  SweepRun run;             // a random-floor row: policy "random", name and run_dir empty
   double final_return = 0;  // the `final mean_return=` of the run's train line
   long long env_steps = 0;
   double wall_s = 0;
