@@ -1,4 +1,4 @@
-// mambarl: the command-line runner (train, eval, bench, export).
+// mambarl: the command-line runner (train, eval, bench, export, sweep).
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -8,6 +8,7 @@
 #include "tools/bench.hpp"
 #include "tools/evaluate.hpp"
 #include "tools/export.hpp"
+#include "tools/sweep_main.hpp"
 #include "tools/trainer.hpp"
 
 namespace {
@@ -23,6 +24,8 @@ const char* kUsage =
     "  bench soak [config.yaml] [--minutes M] [...]   memory over a long async run: JSON + SVG plot\n"
     "  export <checkpoint> <out.safetensors>\n"
     "        write the weights alone (no optimizer or runner state) for PyTorch / HF tooling\n"
+    "  sweep <sweep.yaml> [--jobs N] [--out DIR] [--dry-run] [key=value ...]\n"
+    "        train a grid of configs x seeds; write runs.csv, results.md and learning-curve plots\n"
     "each command answers --help\n";
 
 bool wants_help(int argc, char** argv) {
@@ -119,6 +122,7 @@ int main(int argc, char** argv) {
     if (cmd == "eval") return cmd_eval(argc, argv);
     if (cmd == "bench") return mambarl::run_bench(argc - 2, argv + 2, std::cout);
     if (cmd == "export") return cmd_export(argc, argv);
+    if (cmd == "sweep") return mambarl::run_sweep(argc, argv, std::cout);
     std::cerr << "mambarl: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const std::exception& e) {

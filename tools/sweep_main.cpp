@@ -1,0 +1,329 @@
+#include "tools/sweep_main.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/check.hpp"
+#include "policy/posix_file.hpp"
+#include "tools/experiment.hpp"
+#include "tools/policy_session.hpp"
+#include "tools/random_floor.hpp"
+#include "tools/sweep.hpp"
+#include "tools/sweep_report.hpp"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+
+namespace mambarl {
+
+namespace {
+
+const char* kUsage =
+    "usage: mambarl sweep <sweep.yaml> [--jobs N] [--out DIR] [--dry-run] [key=value ...]\n"
+    "  Trains every config of the sweep file once per grid point and seed, N runs at a time,\n"
+    "  each a child `mambarl train <config> runtime.seed=S runtime.out_dir=<out>/<run> <overrides>`\n"
+    "  whose output goes to <out>/<run>/train.log. Then writes <out>/runs.csv (one row per run),\n"
+    "  <out>/results.md (per env and policy: mean [min, max] of the final return over seeds) and\n"
+    "  <out>/<env>.svg (learning curves: mean over seeds, min-max band). key=value overrides apply\n"
+    "  to every run after the file's; --jobs and --out win over the file's jobs: and out_dir:;\n"
+    "  --dry-run prints the runs' commands, one per line. A failed run fails the sweep (exit 1):\n"
+    "  runs in flight finish, no new ones start.\n"
+    "  Sweep file (YAML):\n"
+    "    configs: [configs/cartpole_mlp.yaml, \"configs/popgym/*.yaml\"]   # paths or glob patterns\n"
+    "    seeds: [1, 2, 3]\n"
+    "    grid: {env.difficulty: [easy, medium, hard]}   # optional: every combination\n"
+    "    overrides: [algo.total_env_steps=200000]       # optional: for every run\n"
+    "    jobs: 4                  # optional (default: the number of cores)\n"
+    "    random_floor: true       # optional (default false): a uniformly random policy per env\n"
+    "    out_dir: runs/sweep      # optional (default runs/sweep)\n";
+
+struct Args {
+  std::string file, out_dir;
+  int jobs = 0;
+  bool dry_run = false;
+  std::vector<std::string> overrides;
+};
+
+// False (after saying why on stderr) when the command line is unusable.
+bool parse_args(int argc, char** argv, Args& a) {
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--jobs" || arg == "--out") {
+      if (i + 1 >= argc) {
+        std::cerr << "mambarl sweep: " << arg << " needs a value\n";
+        return false;
+      }
+      const std::string v = argv[++i];
+      if (arg == "--out") {
+        a.out_dir = v;
+        continue;
+      }
+      char* end = nullptr;
+      const long jobs = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || jobs < 1 || jobs > 4096) {
+        std::cerr << "mambarl sweep: --jobs " << v << ": expected a whole number in [1, 4096]\n";
+        return false;
+      }
+      a.jobs = static_cast<int>(jobs);
+    } else if (arg == "--dry-run") {
+      a.dry_run = true;
+    } else if (arg.rfind("-", 0) == 0) {
+      std::cerr << "mambarl sweep: unknown option '" << arg << "'\n";
+      return false;
+    } else if (arg.find('=') != std::string::npos) {
+      a.overrides.push_back(arg);
+    } else if (a.file.empty()) {
+      a.file = arg;
+    } else {
+      std::cerr << "mambarl sweep: unexpected argument '" << arg
+                << "' (one sweep file; overrides look like key=value)\n";
+      return false;
+    }
+  }
+  if (a.file.empty()) std::cerr << "mambarl sweep: no sweep file given\n";
+  return !a.file.empty();
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The last n lines of `text` (all of it when it has fewer).
+std::string last_lines(const std::string& text, int n) {
+  size_t begin = text.size();
+  if (begin > 0 && text[begin - 1] == '\n') --begin;  // the final newline ends the last line
+  for (int k = 0; k < n; ++k) {
+    const size_t nl = begin == 0 ? std::string::npos : text.rfind('\n', begin - 1);
+    if (nl == std::string::npos) return text;
+    begin = nl;
+  }
+  return text.substr(begin + 1);
+}
+
+// Fills the result's numbers from the run's last "final mean_return=<x> env_steps=<n> wall_s=<s>" line.
+bool read_train_line(const std::string& log, RunResult& r) {
+  const std::string key = "final mean_return=";
+  size_t at = log.rfind("\n" + key);
+  if (at != std::string::npos)
+    ++at;
+  else if (log.rfind(key, 0) == 0)
+    at = 0;
+  else
+    return false;
+  std::istringstream line(log.substr(at, log.find('\n', at) - at));
+  bool ret = false, steps = false, wall = false;
+  for (std::string word; line >> word;) {
+    const size_t eq = word.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string k = word.substr(0, eq), v = word.substr(eq + 1);
+    if (k == "final") continue;
+    if (k == "mean_return") r.final_return = std::strtod(v.c_str(), nullptr), ret = true;
+    if (k == "env_steps") r.env_steps = std::strtoll(v.c_str(), nullptr, 10), steps = true;
+    if (k == "wall_s") r.wall_s = std::strtod(v.c_str(), nullptr), wall = true;
+  }
+  return ret && steps && wall;
+}
+
+// Starts one run: stdin from /dev/null, stdout and stderr into <run_dir>/train.log.
+// The child execs /proc/self/exe, which in the child is still this binary: a
+// rebuild of mambarl during a sweep cannot mix versions (or find the file
+// missing mid-link). `exe`, its path, is the argv[0] the messages show.
+pid_t start_run(const SweepRun& run, const std::string& exe) {
+  fs::create_directories(run.run_dir);
+  const std::string log = (fs::path(run.run_dir) / "train.log").string();
+  const std::vector<std::string> argv = train_argv(run, exe);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  MAMBARL_CHECK(rc == 0,
+                "cannot start run " << run.name << " (" << shell_command(argv) << "): " << std::strerror(rc));
+  return pid;
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "wait status " + std::to_string(status);
+}
+
+// Runs every run, at most `jobs` at once, in order. After the first failure
+// no new run starts; those in flight finish. Nothing if any failed (each
+// failure reported on stderr with its command and the end of its log).
+std::optional<std::vector<RunResult>> run_all(const std::vector<SweepRun>& runs, const std::string& exe,
+                                              int jobs, std::ostream& out) {
+  std::vector<std::pair<pid_t, size_t>> running;  // (pid, index into runs)
+  std::vector<RunResult> done(runs.size());
+  size_t next = 0, finished = 0, failed = 0;
+  try {
+    while ((failed == 0 && next < runs.size()) || !running.empty()) {
+      while (failed == 0 && next < runs.size() && static_cast<int>(running.size()) < jobs) {
+        running.emplace_back(start_run(runs[next], exe), next);
+        ++next;
+      }
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, 0);
+      if (pid < 0 && errno == EINTR) continue;
+      MAMBARL_CHECK(pid > 0, "waiting for the sweep's runs: " << std::strerror(errno));
+      const auto it =
+          std::find_if(running.begin(), running.end(), [&](const auto& p) { return p.first == pid; });
+      if (it == running.end()) continue;  // not one of ours
+      const SweepRun& run = runs[it->second];
+      RunResult& r = done[it->second];
+      running.erase(it);
+      r.run = run;
+      const std::string log_path = (fs::path(run.run_dir) / "train.log").string();
+      const std::string log = read_text(log_path);
+      const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (exited_ok && read_train_line(log, r)) {
+        r.curve = read_metrics_curve((fs::path(run.run_dir) / "metrics.csv").string());
+        out << "[" << ++finished << "/" << runs.size() << "] " << run.name
+            << ": final_return=" << r.final_return << " env_steps=" << r.env_steps << " wall_s=" << r.wall_s
+            << std::endl;
+        continue;
+      }
+      ++failed;
+      std::cerr << "mambarl sweep: run " << run.name << " failed ("
+                << (exited_ok ? "no 'final mean_return=' line" : describe_status(status))
+                << "): " << shell_command(train_argv(run, exe)) << "\n"
+                << "its log " << log_path << " ends:\n"
+                << last_lines(log, 12) << std::endl;
+    }
+  } catch (...) {
+    for (const auto& [pid, i] : running) ::waitpid(pid, nullptr, 0);  // leave no run behind
+    throw;
+  }
+  if (failed > 0) {
+    std::cerr << "mambarl sweep: " << failed << " run(s) failed; " << runs.size() - next
+              << " run(s) not started" << std::endl;
+    return std::nullopt;
+  }
+  return done;
+}
+
+// One random-floor row per env setting x grid point x seed, from the first run with that setting.
+std::vector<RunResult> random_floor_rows(const SweepSpec& spec, const std::vector<SweepRun>& runs,
+                                         std::ostream& out) {
+  // Few envs play many random episodes quickly, whatever num_envs the config trains with.
+  const std::string kFloorEnvs = "env.num_envs=16";
+  std::vector<RunResult> rows;
+  std::vector<std::pair<std::map<std::string, std::string>, std::vector<std::string>>> measured;
+  for (const SweepRun& run : runs) {
+    const auto key = std::make_pair(run.env_settings, run.grid_values);
+    if (std::find(measured.begin(), measured.end(), key) != measured.end()) continue;
+    measured.push_back(key);
+    std::vector<std::string> overrides = run.overrides;
+    overrides.push_back(kFloorEnvs);
+    const Experiment exp = load_experiment(run.config, overrides);
+    const auto plugins = load_plugins(exp);  // a plugin's env types; kept loaded while its env runs
+    const auto env = make_vec_env(exp.section("env"));
+    std::string where = run.env_type;
+    for (size_t k = 0; k < spec.grid.size(); ++k)
+      where += " " + spec.grid[k].first + "=" + run.grid_values[k];
+    for (const uint64_t seed : spec.seeds) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const RandomFloor f = measure_random_floor(*env, seed);
+      RunResult r;
+      r.run = run;
+      r.run.name.clear();
+      r.run.run_dir.clear();
+      r.run.policy = "random";
+      r.run.seed = seed;
+      r.final_return = f.mean_return;
+      r.env_steps = f.env_steps;
+      r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      out << "random floor, " << where << " (env of " << run.config << "), seed " << seed
+          << ": mean_return=" << f.mean_return << " +- " << f.std_error << " (" << f.episodes << " episodes)"
+          << std::endl;
+      rows.push_back(std::move(r));
+    }
+  }
+  return rows;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+  return buf;
+}
+
+}  // namespace
+
+int run_sweep(int argc, char** argv, std::ostream& out) {
+  for (int i = 2; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      out << kUsage;
+      return 0;
+    }
+  Args a;
+  if (!parse_args(argc, argv, a)) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  const SweepSpec spec = load_sweep(a.file);
+  const std::string out_dir = a.out_dir.empty() ? spec.out_dir : a.out_dir;
+  const int jobs = a.jobs      ? a.jobs
+                   : spec.jobs ? spec.jobs
+                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const std::vector<SweepRun> runs = expand_sweep(spec, a.overrides, out_dir);
+  const std::string exe = fs::read_symlink("/proc/self/exe").string();
+  if (a.dry_run) {
+    for (const SweepRun& run : runs) out << shell_command(train_argv(run, exe)) << "\n";
+    return 0;
+  }
+  std::vector<std::string> command(argv, argv + argc);
+  const std::string header = "Sweep of " + utc_now() + ": `" + shell_command(command) + "`";
+  fs::create_directories(out_dir);
+  // The random floor first: quick, and a bad env setting stops the sweep before any run starts.
+  const std::vector<RunResult> floor =
+      spec.random_floor ? random_floor_rows(spec, runs, out) : std::vector<RunResult>{};
+  out << runs.size() << " runs, " << jobs << " at a time, in " << out_dir << std::endl;
+  std::optional<std::vector<RunResult>> results = run_all(runs, exe, jobs, out);
+  if (!results) return 1;
+  results->insert(results->end(), floor.begin(), floor.end());
+
+  std::vector<std::string> grid_keys;
+  for (const auto& g : spec.grid) grid_keys.push_back(g.first);
+  const fs::path dir(out_dir);
+  write_file_atomically((dir / "runs.csv").string(), runs_csv(grid_keys, *results));
+  const std::string md = results_markdown(grid_keys, *results, header);
+  write_file_atomically((dir / "results.md").string(), md);
+  const std::vector<std::string> plots = write_sweep_plots(out_dir, grid_keys, *results);
+  out << "\n" << md << "\nwrote " << (dir / "runs.csv").string() << ", " << (dir / "results.md").string();
+  for (const std::string& p : plots) out << ", " << p;
+  out << std::endl;
+  return 0;
+}
+
+}  // namespace mambarl
