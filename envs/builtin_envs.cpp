@@ -13,10 +13,9 @@ namespace mambarl {
 namespace {
 
 // check_env_keys plus the keys every bundled type shares (read by builtin_env).
-void check_builtin_keys(const ConfigNode& cfg, std::initializer_list<const char*> own_keys) {
-  std::vector<std::string> keys(own_keys.begin(), own_keys.end());
-  keys.emplace_back("prev_action");
-  check_env_keys(cfg, keys);
+void check_builtin_keys(const ConfigNode& cfg, std::vector<std::string> own_keys) {
+  own_keys.push_back("prev_action");
+  check_env_keys(cfg, own_keys);
 }
 
 // POPGym's three levels: 0 easy, 1 medium, 2 hard.

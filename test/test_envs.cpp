@@ -231,8 +231,8 @@ BOOST_AUTO_TEST_CASE(auto_reset_keeps_final_obs_and_starts_fresh) {
 // unchanged (compared with the same env, same seed and actions, unwrapped).
 BOOST_AUTO_TEST_CASE(prev_action_appends_a_one_hot_of_the_last_action) {
   const int B = 5;
-  auto plain = make("type: tmaze\nlength: 2\nnum_envs: 5");
-  auto wrapped = make("type: tmaze\nlength: 2\nprev_action: true\nnum_envs: 5");
+  auto plain = make_env("type: tmaze\nlength: 2\nnum_envs: 5");
+  auto wrapped = make_env("type: tmaze\nlength: 2\nprev_action: true\nnum_envs: 5");
   const int O = plain->spec().obs_dim, n = plain->spec().action.n, W = wrapped->spec().obs_dim;
   BOOST_TEST(W == O + n);
   BOOST_TEST(wrapped->spec().obs_low[static_cast<size_t>(O)] == 0.0f);
@@ -265,8 +265,8 @@ BOOST_AUTO_TEST_CASE(prev_action_appends_a_one_hot_of_the_last_action) {
   }
   BOOST_TEST(restarts > 0);
   // Off by default for tmaze; an explicit false is accepted, a non-bool is a ConfigError naming the key.
-  BOOST_TEST(make("type: tmaze\nprev_action: false")->spec().obs_dim == O);
-  BOOST_CHECK_EXCEPTION(make("type: tmaze\nprev_action: maybe"), ConfigError, [](const ConfigError& e) {
+  BOOST_TEST(make_env("type: tmaze\nprev_action: false")->spec().obs_dim == O);
+  BOOST_CHECK_EXCEPTION(make_env("type: tmaze\nprev_action: maybe"), ConfigError, [](const ConfigError& e) {
     return std::string(e.what()).find("prev_action") != std::string::npos;
   });
 }

@@ -242,8 +242,8 @@ const std::vector<ConcentrationLevel> kConcentrationLevels = {
     {"easy", 1, 2, 104}, {"medium", 2, 2, 208}, {"hard", 1, 13, 104}};
 
 Concentration concentration_struct(const std::string& difficulty) {
-  return std::get<Concentration>(builtin_env_prototype(
-      "concentration", ConfigNode(YAML::Load("difficulty: " + difficulty), "test.yaml", "env")));
+  return std::get<Concentration>(builtin_env(
+      "concentration", ConfigNode(YAML::Load("difficulty: " + difficulty), "test.yaml", "env")).prototype);
 }
 
 // A player with perfect memory that sees only the observations and its own

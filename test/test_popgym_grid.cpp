@@ -32,7 +32,7 @@ ConfigNode env_config(const std::string& type, const std::string& difficulty) {
 // The env struct a config describes, to script policies that read its hidden state.
 template <typename Env>
 Env prototype(const std::string& type, const std::string& difficulty) {
-  return std::get<Env>(builtin_env_prototype(type, env_config(type, difficulty)));
+  return std::get<Env>(builtin_env(type, env_config(type, difficulty)).prototype);
 }
 
 struct Episode {

@@ -364,14 +364,18 @@ BOOST_AUTO_TEST_CASE(a_sweep_runs_each_config_and_seed_as_a_direct_train_would) 
   const Ran swept = run(argv, dir, "sweep");
   BOOST_TEST_MESSAGE(swept.out);
   BOOST_REQUIRE_MESSAGE(swept.exit_code == 0, swept.out);
-  std::map<std::string, double> swept_return;  // "config policy seed" -> final_return
-  const std::vector<std::string> csv = split(read_text(out + "/runs.csv"), '\n');
-  BOOST_REQUIRE(csv.size() == 1u + 4 + 4);  // 4 runs, then each env's random floor per seed
-  for (size_t i = 1; i < csv.size(); ++i) {
-    const std::vector<std::string> cells = split(csv[i], ',');
-    BOOST_REQUIRE(cells.size() >= 8u);
-    swept_return[cells[0] + " " + cells[3] + " " + cells[4]] = std::stod(cells[5]);
-  }
+  const auto returns_in_csv = [&] {  // "config policy seed" -> final_return
+    std::map<std::string, double> returns;
+    const std::vector<std::string> csv = split(read_text(out + "/runs.csv"), '\n');
+    BOOST_REQUIRE(csv.size() == 1u + 4 + 4);  // 4 runs, then each env's random floor per seed
+    for (size_t i = 1; i < csv.size(); ++i) {
+      const std::vector<std::string> cells = split(csv[i], ',');
+      BOOST_REQUIRE(cells.size() >= 8u);
+      returns[cells[0] + " " + cells[3] + " " + cells[4]] = std::stod(cells[5]);
+    }
+    return returns;
+  };
+  std::map<std::string, double> swept_return = returns_in_csv();
   for (const std::string& c : configs)
     for (const int seed : {3, 4}) {
       const Ran direct =
@@ -391,6 +395,21 @@ BOOST_AUTO_TEST_CASE(a_sweep_runs_each_config_and_seed_as_a_direct_train_would) 
   BOOST_TEST(md.find("--jobs 2 --out " + out) != std::string::npos);  // the exact command
   BOOST_TEST(fs::exists(out + "/cartpole.svg"));
   BOOST_TEST(fs::exists(out + "/tmaze.svg"));
+
+  // --resume (a sweep stopped part-way, e.g. at a time limit): the finished
+  // runs are read back, not run again; a run without its final line is run.
+  const std::string kept_log = out + "/cartpole_mlp_s3/train.log", redone_log = out + "/tmaze_mlp_s4/train.log";
+  std::ofstream(kept_log, std::ios::app) << "marker: this log must survive the resumed sweep\n";
+  std::ofstream(redone_log, std::ios::trunc) << "a run cut off before its final line\n";
+  std::vector<std::string> resumed_argv = argv;
+  resumed_argv.push_back("--resume");
+  const Ran resumed = run(resumed_argv, dir, "resumed");
+  BOOST_REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.out);
+  BOOST_TEST(resumed.out.find("cartpole_mlp_s3 (kept from the earlier sweep)") != std::string::npos, resumed.out);
+  BOOST_TEST(resumed.out.find("tmaze_mlp_s4 (kept") == std::string::npos, resumed.out);
+  BOOST_TEST(read_text(kept_log).find("marker: this log must survive") != std::string::npos);
+  BOOST_TEST(read_text(redone_log).find("final mean_return=") != std::string::npos);
+  BOOST_TEST((returns_in_csv() == swept_return));
 }
 
 BOOST_AUTO_TEST_CASE(a_failing_run_fails_the_sweep_naming_it) {

@@ -37,7 +37,7 @@ namespace mambarl {
 namespace {
 
 const char* kUsage =
-    "usage: mambarl sweep <sweep.yaml> [--jobs N] [--out DIR] [--dry-run] [key=value ...]\n"
+    "usage: mambarl sweep <sweep.yaml> [--jobs N] [--out DIR] [--dry-run] [--resume] [key=value ...]\n"
     "  Trains every config of the sweep file once per grid point and seed, N runs at a time,\n"
     "  each a child `mambarl train <config> runtime.seed=S runtime.out_dir=<out>/<run> <overrides>`\n"
     "  whose output goes to <out>/<run>/train.log. Then writes <out>/runs.csv (one row per run),\n"
@@ -45,7 +45,8 @@ const char* kUsage =
     "  <out>/<env>.svg (learning curves: mean over seeds, min-max band). key=value overrides apply\n"
     "  to every run after the file's; --jobs and --out win over the file's jobs: and out_dir:;\n"
     "  --dry-run prints the runs' commands, one per line. A failed run fails the sweep (exit 1):\n"
-    "  runs in flight finish, no new ones start.\n"
+    "  runs in flight finish, no new ones start. --resume keeps the runs of an earlier, stopped\n"
+    "  sweep into the same <out> whose train.log ends with its final line, and runs the rest.\n"
     "  Sweep file (YAML):\n"
     "    configs: [configs/cartpole_mlp.yaml, \"configs/popgym/*.yaml\"]   # paths or glob patterns\n"
     "    seeds: [1, 2, 3]\n"
@@ -59,6 +60,7 @@ struct Args {
   std::string file, out_dir;
   int jobs = 0;
   bool dry_run = false;
+  bool resume = false;
   std::vector<std::string> overrides;
 };
 
@@ -85,6 +87,8 @@ bool parse_args(int argc, char** argv, Args& a) {
       a.jobs = static_cast<int>(jobs);
     } else if (arg == "--dry-run") {
       a.dry_run = true;
+    } else if (arg == "--resume") {
+      a.resume = true;
     } else if (arg.rfind("-", 0) == 0) {
       std::cerr << "mambarl sweep: unknown option '" << arg << "'\n";
       return false;
@@ -175,20 +179,40 @@ std::string describe_status(int status) {
   return "wait status " + std::to_string(status);
 }
 
-// Runs every run, at most `jobs` at once, in order. After the first failure
-// no new run starts; those in flight finish. Nothing if any failed (each
-// failure reported on stderr with its command and the end of its log).
+// The result of a run that finished: its train line and learning curve.
+bool read_finished_run(const SweepRun& run, const std::string& log, RunResult& r) {
+  r.run = run;
+  if (!read_train_line(log, r)) return false;
+  r.curve = read_metrics_curve((fs::path(run.run_dir) / "metrics.csv").string());
+  return true;
+}
+
+// Runs every run, at most `jobs` at once, in order; with `resume`, a run whose
+// train.log already ends a finished run (an earlier, stopped sweep's) is read
+// instead. After the first failure no new run starts; those in flight finish.
+// Nothing if any failed (each failure reported on stderr with its command and
+// the end of its log).
 std::optional<std::vector<RunResult>> run_all(const std::vector<SweepRun>& runs, const std::string& exe,
-                                              int jobs, std::ostream& out) {
+                                              int jobs, bool resume, std::ostream& out) {
   std::vector<std::pair<pid_t, size_t>> running;  // (pid, index into runs)
   std::vector<RunResult> done(runs.size());
   size_t next = 0, finished = 0, failed = 0;
+  const auto report = [&](const RunResult& r, const char* how) {
+    out << "[" << ++finished << "/" << runs.size() << "] " << r.run.name << how << ": final_return=" << r.final_return
+        << " env_steps=" << r.env_steps << " wall_s=" << r.wall_s << std::endl;
+  };
   try {
     while ((failed == 0 && next < runs.size()) || !running.empty()) {
       while (failed == 0 && next < runs.size() && static_cast<int>(running.size()) < jobs) {
-        running.emplace_back(start_run(runs[next], exe), next);
+        const SweepRun& run = runs[next];
+        if (resume && read_finished_run(run, read_text((fs::path(run.run_dir) / "train.log").string()), done[next])) {
+          report(done[next++], " (kept from the earlier sweep)");
+          continue;
+        }
+        running.emplace_back(start_run(run, exe), next);
         ++next;
       }
+      if (running.empty()) continue;
       int status = 0;
       const pid_t pid = ::waitpid(-1, &status, 0);
       if (pid < 0 && errno == EINTR) continue;
@@ -199,15 +223,11 @@ std::optional<std::vector<RunResult>> run_all(const std::vector<SweepRun>& runs,
       const SweepRun& run = runs[it->second];
       RunResult& r = done[it->second];
       running.erase(it);
-      r.run = run;
       const std::string log_path = (fs::path(run.run_dir) / "train.log").string();
       const std::string log = read_text(log_path);
       const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (exited_ok && read_train_line(log, r)) {
-        r.curve = read_metrics_curve((fs::path(run.run_dir) / "metrics.csv").string());
-        out << "[" << ++finished << "/" << runs.size() << "] " << run.name
-            << ": final_return=" << r.final_return << " env_steps=" << r.env_steps << " wall_s=" << r.wall_s
-            << std::endl;
+      if (exited_ok && read_finished_run(run, log, r)) {
+        report(r, "");
         continue;
       }
       ++failed;
@@ -309,7 +329,7 @@ int run_sweep(int argc, char** argv, std::ostream& out) {
   const std::vector<RunResult> floor =
       spec.random_floor ? random_floor_rows(spec, runs, out) : std::vector<RunResult>{};
   out << runs.size() << " runs, " << jobs << " at a time, in " << out_dir << std::endl;
-  std::optional<std::vector<RunResult>> results = run_all(runs, exe, jobs, out);
+  std::optional<std::vector<RunResult>> results = run_all(runs, exe, jobs, a.resume, out);
   if (!results) return 1;
   results->insert(results->end(), floor.begin(), floor.end());
 
