@@ -41,7 +41,8 @@ __global__ void prev_rows_kernel(int B, int D, StepFlags flags, const float* __r
 
 __global__ void gates_forward_kernel(int B, int D, float* __restrict__ gates, const float* __restrict__ gh,
                                      const float* __restrict__ b_ih, const float* __restrict__ b_hh,
-                                     const float* __restrict__ hp, float* __restrict__ hn, float* __restrict__ y) {
+                                     const float* __restrict__ hp, float* __restrict__ hn,
+                                     float* __restrict__ y) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<size_t>(B) * D) return;
   const size_t b = i / D;
@@ -63,10 +64,11 @@ __global__ void gates_forward_kernel(int B, int D, float* __restrict__ gates, co
 //   dgi_z = dgh_z = d (h_{t-1} - n) z (1-z)
 //   dgi_r = dgh_r = dgi_n hn r (1-r)
 //   dL/dh_{t-1} = d z + dgh W_hh      (the caller's GEMM adds the second term)
-__global__ void gates_backward_kernel(int B, int D, const float* __restrict__ gates, const float* __restrict__ hn,
-                                      const float* __restrict__ hp, const float* __restrict__ dy,
-                                      const uint8_t* __restrict__ cut, bool last, float* __restrict__ dh,
-                                      float* __restrict__ dgi, float* __restrict__ dgh) {
+__global__ void gates_backward_kernel(int B, int D, const float* __restrict__ gates,
+                                      const float* __restrict__ hn, const float* __restrict__ hp,
+                                      const float* __restrict__ dy, const uint8_t* __restrict__ cut,
+                                      bool last, float* __restrict__ dh, float* __restrict__ dgi,
+                                      float* __restrict__ dgh) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<size_t>(B) * D) return;
   const size_t b = i / D;
@@ -101,9 +103,9 @@ __global__ void __launch_bounds__(kStepThreads)
   const float* x = gi + static_cast<size_t>(b) * 3 * D;
   const float* q = gh + static_cast<size_t>(b) * 3 * D;
   for (int j = threadIdx.x; j < D; j += blockDim.x) {
-    const GruCell c = gru_cell(rn * x[j] + b_ih[j], rn * x[D + j] + b_ih[D + j], rn * x[2 * D + j] + b_ih[2 * D + j],
-                               q[j] + b_hh[j], q[D + j] + b_hh[D + j], q[2 * D + j] + b_hh[2 * D + j],
-                               hp[static_cast<size_t>(b) * D + j]);
+    const GruCell c = gru_cell(rn * x[j] + b_ih[j], rn * x[D + j] + b_ih[D + j],
+                               rn * x[2 * D + j] + b_ih[2 * D + j], q[j] + b_hh[j], q[D + j] + b_hh[D + j],
+                               q[2 * D + j] + b_hh[2 * D + j], hp[static_cast<size_t>(b) * D + j]);
     hb[j] += c.h;
     if (state_out) state_out[static_cast<size_t>(b) * stride + j] = c.h;
   }
@@ -115,13 +117,13 @@ void check_sizes(const char* what, int B, int D) {
 
 }  // namespace
 
-void gru_prev_rows(int B, int D, StepFlags flags, const float* src, size_t stride, float* hp, cudaStream_t stream,
-                   bool pdl) {
+void gru_prev_rows(int B, int D, StepFlags flags, const float* src, size_t stride, float* hp,
+                   cudaStream_t stream, bool pdl) {
   check_sizes("gru_prev_rows", B, D);
   MAMBARL_CHECK(B == 1 || stride >= static_cast<size_t>(D),
                 "gru_prev_rows: stride (" << stride << ") < D (" << D << ")");
-  launch_kernel(pdl, prev_rows_kernel, blocks_for(static_cast<size_t>(B) * D), kThreads, 0, stream, B, D, flags,
-                src, stride, hp);
+  launch_kernel(pdl, prev_rows_kernel, blocks_for(static_cast<size_t>(B) * D), kThreads, 0, stream, B, D,
+                flags, src, stride, hp);
 }
 
 void gru_gates_forward(int B, int D, float* gates, const float* gh, const float* b_ih, const float* b_hh,
@@ -133,7 +135,8 @@ void gru_gates_forward(int B, int D, float* gates, const float* gh, const float*
 }
 
 void gru_gates_backward(int B, int D, const float* gates, const float* hn, const float* hp, const float* dy,
-                        const uint8_t* cut, bool last, float* dh, float* dgi, float* dgh, cudaStream_t stream) {
+                        const uint8_t* cut, bool last, float* dh, float* dgi, float* dgh,
+                        cudaStream_t stream) {
   check_sizes("gru_gates_backward", B, D);
   gates_backward_kernel<<<blocks_for(static_cast<size_t>(B) * D), kThreads, 0, stream>>>(
       B, D, gates, hn, hp, dy, cut, last, dh, dgi, dgh);
@@ -141,13 +144,13 @@ void gru_gates_backward(int B, int D, const float* gates, const float* hn, const
 }
 
 void gru_step(int B, int D, StepFlags flags, const float* gi, const float* gh, const float* b_ih,
-              const float* b_hh, const float* hp, float* h, float* state_out, size_t stride, cudaStream_t stream,
-              bool pdl) {
+              const float* b_hh, const float* hp, float* h, float* state_out, size_t stride,
+              cudaStream_t stream, bool pdl) {
   check_sizes("gru_step", B, D);
   MAMBARL_CHECK(state_out == nullptr || B == 1 || stride >= static_cast<size_t>(D),
                 "gru_step: stride (" << stride << ") < D (" << D << ")");
-  launch_kernel(pdl, step_kernel, static_cast<unsigned>(B), kStepThreads, 0, stream, D, flags, gi, gh, b_ih, b_hh,
-                hp, h, state_out, stride);
+  launch_kernel(pdl, step_kernel, static_cast<unsigned>(B), kStepThreads, 0, stream, D, flags, gi, gh, b_ih,
+                b_hh, hp, h, state_out, stride);
 }
 
 }  // namespace mambarl::cuda

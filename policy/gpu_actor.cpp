@@ -48,7 +48,7 @@ struct LayerPlan {
   cuda::Mamba1Weights<bf16> w1h;
   cuda::Mamba3Dims m3;
   cuda::Mamba3Weights w3;
-  int E = 0, in_rows = 0;          // E: out_proj's input width, 0 for the GRU (its output is h')
+  int E = 0, in_rows = 0;  // E: out_proj's input width, 0 for the GRU (its output is h')
   size_t state_off = 0;
   const float* in_w = nullptr;     // (in_rows, D) raw in_proj
   const float* in_b = nullptr;     // (in_rows) gru b_ih, mlp fc1 bias
@@ -204,7 +204,7 @@ void GpuActor::Impl::plan_layers(const PolicyConfig& cfg) {
       p.out_b = param(pre + "fc2.bias", {D});
     } else {
       MAMBARL_FAIL("GpuActor runs mamba1, mamba3, gru and mlp policies; layer " << l << " is '"
-                                                                                 << mixer.type() << "'");
+                                                                                << mixer.type() << "'");
     }
     const bool m1 = p.kind == MixerKind::mamba1;
     folded_off.push_back(derived_floats);
@@ -384,7 +384,8 @@ void GpuActor::Impl::record_kernels(cudaStream_t s, bool peek, const StepIo& io,
   float* state_out = peek ? nullptr : state.data();
   cuda::linear_small(B, obs_dim, D, io.obs, obs_w, obs_b, h.data(), s);
   // Y (B, out) = X W^T + beta Y from the f32 weights or their bf16 shadows.
-  const auto linear = [&](int in, int out, const float* X, const float* W, const bf16* W_h, float beta, float* Y) {
+  const auto linear = [&](int in, int out, const float* X, const float* W, const bf16* W_h, float beta,
+                          float* Y) {
     if (bf16_weights)
       cuda::linear_rows(B, in, out, X, W_h, beta, Y, s, pdl);
     else
@@ -396,7 +397,8 @@ void GpuActor::Impl::record_kernels(cudaStream_t s, bool peek, const StepIo& io,
     linear(D, p.in_rows, h.data(), p.in_w_folded, p.in_w_h, 0.f, proj.data());
     switch (p.kind) {
       case MixerKind::mamba3:
-        cuda::mamba3_step(p.m3, p.w3, B, h.data(), proj.data(), flags, st_in, st_out, S, gated.data(), s, pdl);
+        cuda::mamba3_step(p.m3, p.w3, B, h.data(), proj.data(), flags, st_in, st_out, S, gated.data(), s,
+                          pdl);
         break;
       case MixerKind::mamba1:
         if (bf16_weights)

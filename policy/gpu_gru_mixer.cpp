@@ -52,15 +52,16 @@ void GpuGruMixer::forward(const float* params, const float* U, const uint8_t* st
     float* hp = h_prev_.data() + r0 * D;  // (B, D)
     // h_{t-1}: the initial state at t = 0, else the previous step's output; zero where env b starts.
     const float* src = t == 0 ? state0 : Y + (r0 - Bz) * D;
-    cuda::gru_prev_rows(B, D, cuda::StepFlags{starts + r0, nullptr}, src, t == 0 ? state_stride : static_cast<size_t>(D),
-                       hp, s);
+    cuda::gru_prev_rows(B, D, cuda::StepFlags{starts + r0, nullptr}, src,
+                        t == 0 ? state_stride : static_cast<size_t>(D), hp, s);
     exec.gemm_rows(B, D, G, hp, exec.weight(params, w_hh_), 0.f, gh_.data());  // (B, 3D)
     cuda::gru_gates_forward(B, D, gates_.data() + r0 * G, gh_.data(), params + b_ih_, params + b_hh_, hp,
                             hn_.data() + r0 * D, Y + r0 * D, s);
   }
 }
 
-void GpuGruMixer::backward(const float* params, const float* dY, float* grads, float* dU, const GpuExec& exec) {
+void GpuGruMixer::backward(const float* params, const float* dY, float* grads, float* dU,
+                           const GpuExec& exec) {
   MAMBARL_CHECK(U_ != nullptr, "GpuGruMixer: backward() before forward()");
   const int B = B_, D = D_, G = 3 * D_, M = T_ * B_;
   const size_t Bz = static_cast<size_t>(B);

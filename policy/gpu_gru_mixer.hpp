@@ -43,16 +43,16 @@ class GpuGruMixer final : public GpuMixer {
   size_t w_ih_, w_hh_, b_ih_, b_hh_;  // offsets into the flat params/grads
   int T_ = 0, B_ = 0;                 // the prepared chunk shape
   // What the last forward() ran on; backward() reads them again.
-  const float* U_ = nullptr;        // (T*B, D)
+  const float* U_ = nullptr;         // (T*B, D)
   const uint8_t* starts_ = nullptr;  // (T*B)
-  DeviceBuffer<float> gates_;   // (T*B, 3D) W_ih u, then r z n after each step's gate kernel
-  DeviceBuffer<float> hn_;      // (T*B, D) W_hn h_{t-1} + b_hn
-  DeviceBuffer<float> h_prev_;  // (T*B, D) h entering step t, zero at a start
-  DeviceBuffer<float> gh_;      // (B, 3D) W_hh h_{t-1} of one step
-  DeviceBuffer<float> dgi_;     // (T*B, 3D) dL/d(W_ih u + b_ih)
-  DeviceBuffer<float> dgh_;     // (T*B, 3D) dL/d(W_hh h + b_hh)
-  DeviceBuffer<float> dh_;      // (B, D) dL/dh carried back through the steps
-  DeviceBuffer<float> ones_;    // (T*B) for the bias column sums
+  DeviceBuffer<float> gates_;        // (T*B, 3D) W_ih u, then r z n after each step's gate kernel
+  DeviceBuffer<float> hn_;           // (T*B, D) W_hn h_{t-1} + b_hn
+  DeviceBuffer<float> h_prev_;       // (T*B, D) h entering step t, zero at a start
+  DeviceBuffer<float> gh_;           // (B, 3D) W_hh h_{t-1} of one step
+  DeviceBuffer<float> dgi_;          // (T*B, 3D) dL/d(W_ih u + b_ih)
+  DeviceBuffer<float> dgh_;          // (T*B, 3D) dL/d(W_hh h + b_hh)
+  DeviceBuffer<float> dh_;           // (B, D) dL/dh carried back through the steps
+  DeviceBuffer<float> ones_;         // (T*B) for the bias column sums
 };
 
 }  // namespace mambarl

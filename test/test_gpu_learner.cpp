@@ -401,7 +401,8 @@ BOOST_AUTO_TEST_CASE(checkpoint_is_shared_with_the_cpu_learner) {
 // ---- bf16 / f16 GEMMs ---------------------------------------------------------------
 
 // The recurrent cases (and one MLP) in each 16-bit precision.
-const LearnerCase* const kLowCases[] = {&kCases[0], &kCases[4], &kCases[5], &kCases[6], &kCases[7], &kCases[8]};
+const LearnerCase* const kLowCases[] = {&kCases[0], &kCases[4], &kCases[5],
+                                        &kCases[6], &kCases[7], &kCases[8]};
 constexpr Precision kLowPrecisions[] = {Precision::bfloat16, Precision::float16};
 // A float16 loss scale that no chunk here overflows (dY entries are about
 // S / (T*B) at the heads): the parity tests compare applied updates; the
