@@ -2,8 +2,8 @@
 // mamba1, mamba3, gru and mlp, behind the C ABI of plugin/mambarl_plugin.h.
 // One vtable serves all four; the factory's name is the policy type its
 // config must declare. The engines sit behind the roles of
-// plugin/engine_roles.hpp: the learner and the actors on the CPU or, for
-// mamba1/mamba3 with device "cuda", both on the GPU. Every entry point
+// plugin/engine_roles.hpp: the learner and the actors on the CPU or, with
+// device "cuda", both on the GPU (every type has both engines). Every entry point
 // validates its views (dtype, device, shape) and turns any exception into
 // MAMBARL_ERROR plus a last_error() text: nothing unwinds into the host. An
 // actor may run on another thread than its policy: it holds its own copy of
@@ -85,37 +85,26 @@ void write_text(char* buf, size_t len, const std::string& s) {
 
 // ---- policy types and devices -------------------------------------------------------
 
+// Every type runs on both devices: GpuActor and GpuLearner (make_gpu_mixer)
+// have an engine for each mixer.
 struct PolicyType {
   const char* name;
   const char* description;
-  bool cuda_engines;  // has CUDA engines (GpuActor and GpuLearner run mamba1 and mamba3 mixers)
 };
 constexpr PolicyType kTypes[] = {
-    {"mamba1", "Mamba-1 selective state-space mixer (CPU Eigen; GPU actor and learner with device cuda)",
-     true},
-    {"mamba3", "Mamba-3 SISO mixer (CPU Eigen; GPU actor and learner with device cuda)", true},
-    {"gru", "GRU baseline mixer (CPU, Eigen)", false},
-    {"mlp", "MLP baseline mixer, no memory (CPU, Eigen)", false},
+    {"mamba1", "Mamba-1 selective state-space mixer (CPU Eigen; GPU actor and learner with device cuda)"},
+    {"mamba3", "Mamba-3 SISO mixer (CPU Eigen; GPU actor and learner with device cuda)"},
+    {"gru", "GRU baseline mixer (CPU Eigen; GPU actor and learner with device cuda)"},
+    {"mlp", "MLP baseline mixer, no memory (CPU Eigen; GPU actor and learner with device cuda)"},
 };
 constexpr size_t kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
 
-std::string gpu_types() {
-  std::string s;
-  for (const auto& t : kTypes)
-    if (t.cuda_engines) s += (s.empty() ? "" : ", ") + std::string(t.name);
-  return s;
-}
-
-// Whether `type` can run on `device` here: MAMBARL_OK, or MAMBARL_UNSUPPORTED
+// Whether a policy can run on `device` here: MAMBARL_OK, or MAMBARL_UNSUPPORTED
 // (never: a config error) / MAMBARL_ERROR (not on this machine or build) with why.
-mambarl_status device_support(const PolicyType& type, const std::string& device, std::string& why) {
+mambarl_status device_support(const std::string& device, std::string& why) {
   if (device == "cpu") return MAMBARL_OK;
   if (device != "cuda") {
     why = "unknown device '" + device + "' (known: cpu, cuda)";
-    return MAMBARL_UNSUPPORTED;
-  }
-  if (!type.cuda_engines) {
-    why = std::string("policy type '") + type.name + "' has no CUDA engine (" + gpu_types() + " have one)";
     return MAMBARL_UNSUPPORTED;
   }
   why = cuda_unavailable_reason();
@@ -123,11 +112,11 @@ mambarl_status device_support(const PolicyType& type, const std::string& device,
 }
 
 // runtime.device and runtime.dtype as the host resolved them; refuses what
-// this type cannot run here (also for a host that skipped probe()).
-EngineChoice engine_choice(const PolicyType& type, const char* device, const char* dtype) {
+// cannot run here (also for a host that skipped probe()).
+EngineChoice engine_choice(const char* device, const char* dtype) {
   const std::string dev = device ? device : "", dt = dtype ? dtype : "";
   std::string why;
-  if (device_support(type, dev, why) != MAMBARL_OK) throw Error("runtime.device: " + dev + ": " + why);
+  if (device_support(dev, why) != MAMBARL_OK) throw Error("runtime.device: " + dev + ": " + why);
   EngineChoice e;
   e.device = dev == "cuda" ? Device::cuda : Device::cpu;
   if (dt != "float32" && dt != "bfloat16")
@@ -205,7 +194,7 @@ mambarl_status create_policy(const PolicyType& type, const mambarl_policy_create
     if (out == nullptr) throw Error("create: null output pointer");
     *out = nullptr;
     if (args == nullptr) throw Error("create: null args");
-    EngineChoice engine = engine_choice(type, args->device, args->dtype);
+    EngineChoice engine = engine_choice(args->device, args->dtype);
     const std::string file = args->config_file ? args->config_file : "(experiment config)";
     const YAML::Node root = experiment_root(*args, file);
     engine.learner = learner_precision(root, file, args->dtype);
@@ -249,10 +238,10 @@ mambarl_status create_policy(const PolicyType& type, const mambarl_policy_create
   return MAMBARL_ERROR;
 }
 
-mambarl_status probe(const PolicyType& type, const char* device, char* why, size_t why_len) {
+mambarl_status probe(const char* device, char* why, size_t why_len) {
   try {
     std::string reason;
-    const mambarl_status st = device_support(type, device ? device : "", reason);
+    const mambarl_status st = device_support(device ? device : "", reason);
     write_text(why, why_len, reason);
     return st;
   } catch (const std::exception& e) {
@@ -630,21 +619,18 @@ const mambarl_policy_vtable& vtable() {
   return v;
 }
 
-// create() and probe() are told nothing about their factory, so each type gets its own.
+// create() is told nothing about its factory, so each type gets its own; probe()
+// answers the same for every type (each has engines on both devices).
 template <size_t I>
 mambarl_status create_type(const mambarl_policy_create_args* args, mambarl_policy** out, char* error,
                            size_t error_len) {
   return create_policy(kTypes[I], args, out, error, error_len);
 }
-template <size_t I>
-mambarl_status probe_type(const char* device, char* why, size_t why_len) {
-  return probe(kTypes[I], device, why, why_len);
-}
 
 template <size_t... I>
 std::vector<mambarl_policy_factory> make_factories(std::index_sequence<I...>) {
   return {mambarl_policy_factory{MAMBARL_PLUGIN_ABI_VERSION, kTypes[I].name, kTypes[I].description, &vtable(),
-                                 create_type<I>, probe_type<I>}...};
+                                 create_type<I>, &probe}...};
 }
 
 const std::vector<mambarl_policy_factory>& factories() {

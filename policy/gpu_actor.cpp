@@ -11,15 +11,19 @@
 #include "kernels/cuda_handles.cuh"
 #include "kernels/device_buffer.cuh"
 #include "kernels/event_timing.cuh"
+#include "kernels/gru.cuh"
 #include "kernels/heads_sample.cuh"
 #include "kernels/linear.cuh"
 #include "kernels/mamba1_step.cuh"
 #include "kernels/mamba3_step.cuh"
+#include "kernels/mlp.cuh"
 #include "kernels/state_reset.cuh"
 #include "policy/cuda_graph.hpp"
 #include "policy/gpu_dims.hpp"
+#include "policy/gru.hpp"
 #include "policy/mamba1.hpp"
 #include "policy/mamba3.hpp"
+#include "policy/mlp_mixer.hpp"
 #include "policy/policy_config.hpp"
 
 namespace mambarl {
@@ -30,19 +34,27 @@ size_t align16(size_t n) { return (n + 15) / 16 * 16; }
 
 using bf16 = __nv_bfloat16;
 
+enum class MixerKind { mamba1, mamba3, gru, mlp };
+
 // One layer: what its launches need, with pointers into the parameter and
 // derived buffers (all fixed for the actor's lifetime). The *_h pointers are
-// the bf16 shadows, set only for an actor with bf16 weights.
+// the bf16 shadows, set only for an actor with bf16 weights. Every mixer
+// starts with an input GEMM of the normed h (in_proj; the GRU's W_ih, the
+// MLP's fc1), all but the GRU end with out_proj (the MLP's fc2).
 struct LayerPlan {
-  bool mamba3 = false;
+  MixerKind kind = MixerKind::mamba1;
   cuda::Mamba1Dims m1;
   cuda::Mamba1Weights<float> w1;
   cuda::Mamba1Weights<bf16> w1h;
   cuda::Mamba3Dims m3;
   cuda::Mamba3Weights w3;
-  int E = 0, in_rows = 0;
+  int E = 0, in_rows = 0;  // E: out_proj's input width, 0 for the GRU (its output is h')
   size_t state_off = 0;
   const float* in_w = nullptr;     // (in_rows, D) raw in_proj
+  const float* in_b = nullptr;     // (in_rows) gru b_ih, mlp fc1 bias
+  const float* out_b = nullptr;    // (D) mlp fc2 bias
+  const float* hh_w = nullptr;     // (3D, D) gru W_hh
+  const float* hh_b = nullptr;     // (3D) gru b_hh
   const float* norm_w = nullptr;   // (D) the layer's pre-norm weight
   float* in_w_folded = nullptr;    // (in_rows, D) in_w diag(norm_w), derived
   const float* a_log = nullptr;    // (E, N) mamba1
@@ -52,6 +64,16 @@ struct LayerPlan {
   bf16* out_w_h = nullptr;         // (D, E)
   bf16* x_proj_h = nullptr;        // (R+2N, E) mamba1
   bf16* dt_w_h = nullptr;          // (E, R) mamba1
+  bf16* hh_w_h = nullptr;          // (3D, D) gru
+
+  bool has_out_proj() const { return E > 0; }
+  // Per-env floats of the mixer's own step scratch: mamba1's act rows, the
+  // GRU's W_hh h_prev (3D) and h_prev (D).
+  size_t scratch_floats(int D) const {
+    if (kind == MixerKind::mamba1) return static_cast<size_t>(m1.act_floats());
+    if (kind == MixerKind::gru) return 4 * static_cast<size_t>(D);
+    return 0;
+  }
 };
 
 }  // namespace
@@ -71,7 +93,7 @@ struct GpuActor::Impl {
   DeviceBuffer<bf16> derived_h;  // bf16 shadows, bf16 actors only
   DeviceBuffer<Rng> rngs;
   DeviceBuffer<float> h, proj, gated;      // (B, D), (B, max in_rows), (B, max E)
-  DeviceBuffer<float> act;                 // (B, max Mamba1Dims::act_floats) mamba1 scratch
+  DeviceBuffer<float> scratch;             // (B, max LayerPlan::scratch_floats) a mixer's own
   size_t obs_bytes = 0;
   // [obs f32 (B, obs_dim)][episode_start u8 (B)][a peek's needed u8 (B)]: a
   // peek leaves the last act()'s starts in place (time_steps_us replays them).
@@ -153,7 +175,7 @@ void GpuActor::Impl::plan_layers(const PolicyConfig& cfg) {
       const Mamba3Config& c = m3->config();
       auto& d = p.m3;
       d = mamba3_dims(c);
-      p.mamba3 = true;
+      p.kind = MixerKind::mamba3;
       p.E = d.E;
       p.in_rows = d.in_rows();
       p.in_w = param(pre + "in_proj.weight", {p.in_rows, D});
@@ -166,28 +188,46 @@ void GpuActor::Impl::plan_layers(const PolicyConfig& cfg) {
       p.w3.norm = c.is_outproj_norm ? param(pre + "norm.weight", {d.E}) : nullptr;
       p.out_w = param(pre + "out_proj.weight", {D, d.E});
       cuda::mamba3_step_configure(d);
+    } else if (dynamic_cast<const GruMixer<float>*>(&mixer)) {
+      p.kind = MixerKind::gru;
+      p.in_rows = 3 * D;
+      p.in_w = param(pre + "weight_ih", {3 * D, D});
+      p.in_b = param(pre + "bias_ih", {3 * D});
+      p.hh_w = param(pre + "weight_hh", {3 * D, D});
+      p.hh_b = param(pre + "bias_hh", {3 * D});
+    } else if (const auto* mlp = dynamic_cast<const MlpMixer<float>*>(&mixer)) {
+      p.kind = MixerKind::mlp;
+      p.E = p.in_rows = mlp->config().d_inner();
+      p.in_w = param(pre + "fc1.weight", {p.E, D});
+      p.in_b = param(pre + "fc1.bias", {p.E});
+      p.out_w = param(pre + "fc2.weight", {D, p.E});
+      p.out_b = param(pre + "fc2.bias", {D});
     } else {
-      MAMBARL_FAIL("GpuActor runs mamba1 and mamba3 policies; layer " << l << " is '"
-                                                                       << mixer.type() << "'");
+      MAMBARL_FAIL("GpuActor runs mamba1, mamba3, gru and mlp policies; layer " << l << " is '"
+                                                                                << mixer.type() << "'");
     }
+    const bool m1 = p.kind == MixerKind::mamba1;
     folded_off.push_back(derived_floats);
     derived_floats += align16(static_cast<size_t>(p.in_rows) * D);
     a_off.push_back(derived_floats);
-    if (!p.mamba3) derived_floats += align16(static_cast<size_t>(p.m1.E) * p.m1.N);
-    // bf16 shadows, in this order: in_proj (folded), out_proj, then for mamba1 x_proj, dt_proj.
+    if (m1) derived_floats += align16(static_cast<size_t>(p.m1.E) * p.m1.N);
+    // bf16 shadows, in this order: in_proj (folded), out_proj, then for
+    // mamba1 x_proj, dt_proj; for the GRU W_hh.
     h_off.push_back(derived_halves);
     derived_halves += align16(static_cast<size_t>(p.in_rows) * D) + align16(static_cast<size_t>(D) * p.E);
-    if (!p.mamba3)
+    if (m1)
       derived_halves += align16(static_cast<size_t>(p.m1.R + 2 * p.m1.N) * p.E) +
                         align16(static_cast<size_t>(p.E) * p.m1.R);
+    if (p.kind == MixerKind::gru) derived_halves += align16(static_cast<size_t>(3 * D) * D);
     layers.push_back(p);
   }
   derived = DeviceBuffer<float>(std::max<size_t>(derived_floats, 1));
   if (bf16_weights) derived_h = DeviceBuffer<bf16>(std::max<size_t>(derived_halves, 1));
   for (size_t i = 0; i < layers.size(); ++i) {
     LayerPlan& p = layers[i];
+    const bool m1 = p.kind == MixerKind::mamba1;
     p.in_w_folded = derived.data() + folded_off[i];
-    if (!p.mamba3) {
+    if (m1) {
       p.a = derived.data() + a_off[i];
       p.w1.a = p.w1h.a = p.a;
     }
@@ -195,9 +235,10 @@ void GpuActor::Impl::plan_layers(const PolicyConfig& cfg) {
     bf16* q = derived_h.data() + h_off[i];
     p.in_w_h = q;
     q += align16(static_cast<size_t>(p.in_rows) * D);
-    p.out_w_h = q;
+    if (p.has_out_proj()) p.out_w_h = q;
     q += align16(static_cast<size_t>(D) * p.E);
-    if (p.mamba3) continue;
+    if (p.kind == MixerKind::gru) p.hh_w_h = q;
+    if (!m1) continue;
     p.x_proj_h = q;
     q += align16(static_cast<size_t>(p.m1.R + 2 * p.m1.N) * p.E);
     p.dt_w_h = q;
@@ -230,18 +271,19 @@ GpuActor::Impl::Impl(std::shared_ptr<const ActorCritic<float>> m, const PolicyCo
   params = DeviceBuffer<float>(model->layout().size());
   MAMBARL_CUDA_CHECK(cudaMemset(params.data(), 0, params.bytes()));
   plan_layers(cfg);
-  int max_rows = 1, max_e = 1, max_act = 1;
+  int max_rows = 1, max_e = 1;
+  size_t max_scratch = 1;
   for (const auto& p : layers) {
     max_rows = std::max(max_rows, p.in_rows);
     max_e = std::max(max_e, p.E);
-    if (!p.mamba3) max_act = std::max(max_act, p.m1.act_floats());
+    max_scratch = std::max(max_scratch, p.scratch_floats(D));
   }
   state = DeviceBuffer<float>(std::max<size_t>(Bz * S, 1));
   MAMBARL_CUDA_CHECK(cudaMemset(state.data(), 0, state.bytes()));
   h = DeviceBuffer<float>(Bz * D);
   proj = DeviceBuffer<float>(Bz * max_rows);
   gated = DeviceBuffer<float>(Bz * max_e);
-  act = DeviceBuffer<float>(Bz * max_act);
+  scratch = DeviceBuffer<float>(Bz * max_scratch);
   obs_bytes = Bz * obs_dim * sizeof(float);
   in_host = PinnedBuffer<uint8_t>(obs_bytes + 2 * Bz);
   std::memset(in_host.data(), 0, in_host.bytes());
@@ -280,13 +322,15 @@ GpuActor::Impl::Impl(std::shared_ptr<const ActorCritic<float>> m, const PolicyCo
 
 void GpuActor::Impl::derive_weights() {
   for (const auto& p : layers) {
+    const bool m1 = p.kind == MixerKind::mamba1;
     cuda::fold_norm(p.in_rows, D, p.in_w, p.norm_w, p.in_w_folded, stream.get());
-    if (!p.mamba3) cuda::mamba1_derive_a(p.m1.E * p.m1.N, p.a_log, p.a, stream.get());
+    if (m1) cuda::mamba1_derive_a(p.m1.E * p.m1.N, p.a_log, p.a, stream.get());
     if (!bf16_weights) continue;
     const auto shadow = [&](size_t n, const float* w, bf16* out) { cuda::to_bf16(n, w, out, stream.get()); };
     shadow(static_cast<size_t>(p.in_rows) * D, p.in_w_folded, p.in_w_h);
-    shadow(static_cast<size_t>(D) * p.E, p.out_w, p.out_w_h);
-    if (p.mamba3) continue;
+    if (p.has_out_proj()) shadow(static_cast<size_t>(D) * p.E, p.out_w, p.out_w_h);
+    if (p.kind == MixerKind::gru) shadow(static_cast<size_t>(3 * D) * D, p.hh_w, p.hh_w_h);
+    if (!m1) continue;
     shadow(static_cast<size_t>(p.m1.R + 2 * p.m1.N) * p.E, p.w1.x_proj, p.x_proj_h);
     shadow(static_cast<size_t>(p.E) * p.m1.R, p.w1.dt_w, p.dt_w_h);
   }
@@ -311,7 +355,7 @@ std::vector<GraphBinding> GpuActor::Impl::bindings() const {
       GraphBinding::buffer("residual stream", h),
       GraphBinding::buffer("in_proj output", proj),
       GraphBinding::buffer("out_proj input", gated),
-      GraphBinding::buffer("mamba1 scratch", act),
+      GraphBinding::buffer("mixer scratch", scratch),
       GraphBinding::buffer("pinned input", in_host),
       GraphBinding::buffer("device input", in_dev),
       GraphBinding::buffer("pinned output", out_host),
@@ -339,26 +383,47 @@ void GpuActor::Impl::record_kernels(cudaStream_t s, bool peek, const StepIo& io,
   const cuda::StepFlags flags = io.flags;
   float* state_out = peek ? nullptr : state.data();
   cuda::linear_small(B, obs_dim, D, io.obs, obs_w, obs_b, h.data(), s);
+  // Y (B, out) = X W^T + beta Y from the f32 weights or their bf16 shadows.
+  const auto linear = [&](int in, int out, const float* X, const float* W, const bf16* W_h, float beta,
+                          float* Y) {
+    if (bf16_weights)
+      cuda::linear_rows(B, in, out, X, W_h, beta, Y, s, pdl);
+    else
+      cuda::linear_rows(B, in, out, X, W, beta, Y, s, pdl);
+  };
   for (const auto& p : layers) {
     const float* st_in = state.data() + p.state_off;
     float* st_out = state_out ? state_out + p.state_off : nullptr;
-    if (bf16_weights)
-      cuda::linear_rows(B, D, p.in_rows, h.data(), p.in_w_h, 0.f, proj.data(), s, pdl);
-    else
-      cuda::linear_rows(B, D, p.in_rows, h.data(), p.in_w_folded, 0.f, proj.data(), s, pdl);
-    if (p.mamba3)
-      cuda::mamba3_step(p.m3, p.w3, B, h.data(), proj.data(), flags, st_in, st_out, S, gated.data(), s, pdl);
-    else if (bf16_weights)
-      cuda::mamba1_step(p.m1, p.w1h, B, h.data(), proj.data(), flags, st_in, st_out, S, act.data(),
-                        gated.data(), s, pdl);
-    else
-      cuda::mamba1_step(p.m1, p.w1, B, h.data(), proj.data(), flags, st_in, st_out, S, act.data(),
-                        gated.data(), s, pdl);
+    linear(D, p.in_rows, h.data(), p.in_w_folded, p.in_w_h, 0.f, proj.data());
+    switch (p.kind) {
+      case MixerKind::mamba3:
+        cuda::mamba3_step(p.m3, p.w3, B, h.data(), proj.data(), flags, st_in, st_out, S, gated.data(), s,
+                          pdl);
+        break;
+      case MixerKind::mamba1:
+        if (bf16_weights)
+          cuda::mamba1_step(p.m1, p.w1h, B, h.data(), proj.data(), flags, st_in, st_out, S, scratch.data(),
+                            gated.data(), s, pdl);
+        else
+          cuda::mamba1_step(p.m1, p.w1, B, h.data(), proj.data(), flags, st_in, st_out, S, scratch.data(),
+                            gated.data(), s, pdl);
+        break;
+      case MixerKind::gru: {
+        // gh (B, 3D) = W_hh h_prev, h_prev (B, D) zero where an env starts;
+        // the cell adds h' to the residual stream and stores it as the state.
+        float* gh = scratch.data();
+        float* hp = gh + static_cast<size_t>(B) * 3 * D;
+        cuda::gru_prev_rows(B, D, flags, st_in, S, hp, s, pdl);
+        linear(D, 3 * D, hp, p.hh_w, p.hh_w_h, 0.f, gh);
+        cuda::gru_step(B, D, flags, proj.data(), gh, p.in_b, p.hh_b, hp, h.data(), st_out, S, s, pdl);
+        break;
+      }
+      case MixerKind::mlp:
+        cuda::mlp_step(B, D, p.E, flags, proj.data(), p.in_b, p.out_b, gated.data(), h.data(), s, pdl);
+        break;
+    }
     // h += W_out gated: the residual add is the GEMM's beta = 1.
-    if (bf16_weights)
-      cuda::linear_rows(B, p.E, D, gated.data(), p.out_w_h, 1.f, h.data(), s, pdl);
-    else
-      cuda::linear_rows(B, p.E, D, gated.data(), p.out_w, 1.f, h.data(), s, pdl);
+    if (p.has_out_proj()) linear(p.E, D, gated.data(), p.out_w, p.out_w_h, 1.f, h.data());
   }
   cuda::heads_sample(head_dims, head_w, B, h.data(), rngs.data(), !peek, io.actions, io.logp, io.values, s,
                      pdl);

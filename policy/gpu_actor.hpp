@@ -14,7 +14,9 @@
 // values/logp within f32 tolerance and actions exactly where the sampled
 // uniform is not within rounding of a CDF boundary.
 //
-// Supports mamba1 and mamba3 mixers. The graph is captured for this actor's
+// Supports all four mixers: mamba1, mamba3, and the GRU and MLP baselines
+// (an input GEMM, one cell kernel, and for the GRU the W_hh GEMM of the
+// carried h; kernels/gru.cuh, kernels/mlp.cuh). The graph is captured for this actor's
 // batch and buffers; it refuses to replay if one of them changed (see
 // policy/cuda_graph.hpp). A new batch size means a new GpuActor.
 //
@@ -56,9 +58,10 @@ class GpuActor {
 
   // bf16_weights: the f32 parameters are uploaded as they are (the master
   // copy) and set_weights derives bf16 shadows of the matrices in_proj (with
-  // the pre-norm weight folded in), out_proj and, for mamba1, x_proj and
-  // dt_proj; the step reads those and computes in f32 with f32 state. The
-  // small observation projection, heads and per-channel vectors stay f32.
+  // the pre-norm weight folded in; the GRU's W_ih, the MLP's fc1), out_proj
+  // (the MLP's fc2) and, for mamba1, x_proj and dt_proj, for the GRU W_hh;
+  // the step reads those and computes in f32 with f32 state. The small
+  // observation projection, heads, biases and per-channel vectors stay f32.
   GpuActor(std::shared_ptr<const ActorCritic<float>> model, const PolicyConfig& cfg, int num_envs,
            uint64_t seed, bool bf16_weights = false);
   ~GpuActor();

@@ -5,6 +5,7 @@
 
 #include <iterator>
 
+#include "policy/gpu_gru_mixer.hpp"
 #include "policy/gpu_mamba1_mixer.hpp"
 #include "policy/gpu_mamba3_mixer.hpp"
 #include "policy/gpu_mlp_mixer.hpp"
@@ -31,6 +32,7 @@ struct Entry {
 const Entry kEngines[] = {
     {"mamba1", &make_as<GpuMamba1Mixer, Mamba1Mixer<float>>},
     {"mamba3", &make_as<GpuMamba3Mixer, Mamba3Mixer<float>>},
+    {"gru", &make_as<GpuGruMixer, GruMixer<float>>},
     {"mlp", &make_as<GpuMlpMixer, MlpMixer<float>>},
 };
 
@@ -46,10 +48,6 @@ std::unique_ptr<GpuMixer> make_gpu_mixer(const Mixer<float>& mixer, const ParamL
   const std::string type = mixer.type();
   for (const Entry& e : kEngines)
     if (type == e.type) return e.make(mixer, layout, layer);
-  // The GRU baseline trains on the CPU only: its recurrence has no GPU scan.
-  MAMBARL_CHECK(type != "gru",
-                "make_gpu_mixer: the 'gru' baseline has no GPU training engine; "
-                "train it with the CPU learner (runtime.device: cpu)");
   std::string known;
   for (const Entry& e : kEngines) known += (known.empty() ? "" : ", ") + std::string(e.type);
   MAMBARL_FAIL("make_gpu_mixer: no GPU training engine for mixer type '"

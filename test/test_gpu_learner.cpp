@@ -55,6 +55,8 @@ const LearnerCase kCases[] = {
      "{type: mamba3, d_model: 16, n_layers: 2, d_state: 6, headdim: 4, ngroups: 2, rope_fraction: 1.0, "
      "is_outproj_norm: true}",
      false, 2, 12, 4, 0.2},
+    {"gru categorical", "{type: gru, d_model: 32, n_layers: 2}", true, 3, 16, 8, 0.15},
+    {"gru gaussian B=1 resets", "{type: gru, d_model: 12, n_layers: 2}", false, 2, 20, 1, 0.3},
 };
 
 constexpr int kObs = 5;
@@ -259,25 +261,28 @@ BOOST_AUTO_TEST_CASE(graph_replay_equals_eager_bitwise) {
 
 BOOST_AUTO_TEST_CASE(same_seed_same_bits_after_ten_updates) {
   require_gpu();
-  const LearnerCase& c = kCases[0];
-  const PolicyConfig pol = policy_of(c);
-  CpuLearner chunks_from(pol, kObs, head_of(c), PpoLossConfig{}, adam_cfg(), 5);
-  GpuLearner a(pol, kObs, head_of(c), PpoLossConfig{}, adam_cfg(), 5);
-  GpuLearner b(pol, kObs, head_of(c), PpoLossConfig{}, adam_cfg(), 5);
-  const std::vector<float> w0 = a.params();
-  size_t free_after_capture = 0, free_now = 0, total = 0;
-  for (int u = 0; u < 10; ++u) {
-    const HostChunk chunk = make_chunk(chunks_from, c, 300 + static_cast<uint64_t>(u));
-    BOOST_REQUIRE(!a.train_step(chunk.view(), kLr).skipped);
-    BOOST_REQUIRE(!b.train_step(chunk.view(), kLr).skipped);
-    if (u == 1) MAMBARL_CUDA_CHECK(cudaMemGetInfo(&free_after_capture, &total));  // both captured at u = 1
+  for (const LearnerCase* cp : {&kCases[0], &kCases[8]}) {  // mlp, gru
+    const LearnerCase& c = *cp;
+    BOOST_TEST_MESSAGE("case: " << c.name);
+    const PolicyConfig pol = policy_of(c);
+    CpuLearner chunks_from(pol, kObs, head_of(c), PpoLossConfig{}, adam_cfg(), 5);
+    GpuLearner a(pol, kObs, head_of(c), PpoLossConfig{}, adam_cfg(), 5);
+    GpuLearner b(pol, kObs, head_of(c), PpoLossConfig{}, adam_cfg(), 5);
+    const std::vector<float> w0 = a.params();
+    size_t free_after_capture = 0, free_now = 0, total = 0;
+    for (int u = 0; u < 10; ++u) {
+      const HostChunk chunk = make_chunk(chunks_from, c, 300 + static_cast<uint64_t>(u));
+      BOOST_REQUIRE(!a.train_step(chunk.view(), kLr).skipped);
+      BOOST_REQUIRE(!b.train_step(chunk.view(), kLr).skipped);
+      if (u == 1) MAMBARL_CUDA_CHECK(cudaMemGetInfo(&free_after_capture, &total));  // both captured at u = 1
+    }
+    BOOST_CHECK(a.params() == b.params());
+    BOOST_CHECK(a.params() != w0);  // it trained
+    BOOST_CHECK_EQUAL(a.step_count(), 10);
+    // Replays allocate no device memory.
+    MAMBARL_CUDA_CHECK(cudaMemGetInfo(&free_now, &total));
+    BOOST_CHECK_EQUAL(free_now, free_after_capture);
   }
-  BOOST_CHECK(a.params() == b.params());
-  BOOST_CHECK(a.params() != w0);  // it trained
-  BOOST_CHECK_EQUAL(a.step_count(), 10);
-  // Replays allocate no device memory.
-  MAMBARL_CUDA_CHECK(cudaMemGetInfo(&free_now, &total));
-  BOOST_CHECK_EQUAL(free_now, free_after_capture);
 }
 
 BOOST_AUTO_TEST_CASE(non_finite_loss_or_gradient_skips_the_update) {
@@ -396,7 +401,8 @@ BOOST_AUTO_TEST_CASE(checkpoint_is_shared_with_the_cpu_learner) {
 // ---- bf16 / f16 GEMMs ---------------------------------------------------------------
 
 // The recurrent cases (and one MLP) in each 16-bit precision.
-const LearnerCase* const kLowCases[] = {&kCases[0], &kCases[4], &kCases[5], &kCases[6], &kCases[7]};
+const LearnerCase* const kLowCases[] = {&kCases[0], &kCases[4], &kCases[5],
+                                        &kCases[6], &kCases[7], &kCases[8]};
 constexpr Precision kLowPrecisions[] = {Precision::bfloat16, Precision::float16};
 // A float16 loss scale that no chunk here overflows (dY entries are about
 // S / (T*B) at the heads): the parity tests compare applied updates; the
@@ -589,15 +595,6 @@ BOOST_AUTO_TEST_CASE(low_precision_weights_in_refresh_the_gemm_shadow) {
   BOOST_CHECK_EQUAL(ra.loss.loss, rb.loss.loss);
   BOOST_CHECK(a.grads() == b.grads());
   BOOST_CHECK(a.params() == b.params());
-}
-
-BOOST_AUTO_TEST_CASE(gru_has_no_gpu_engine) {
-  require_gpu();
-  const PolicyConfig pol =
-      PolicyConfig::from_yaml(ConfigNode(YAML::Load("{type: gru, d_model: 16}"), "test.yaml", "policy"));
-  BOOST_CHECK_EXCEPTION(
-      GpuLearner(pol, kObs, HeadSpec{true, 2}, PpoLossConfig{}, AdamWConfig{}, 1), Error,
-      [](const Error& e) { return message_has(e, "'gru' baseline has no GPU training engine"); });
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -51,7 +51,7 @@ struct Case {
   int action_dim;
 };
 
-// Both mixers the GPU actor runs, both heads, both vector widths of the state
+// Every mixer the GPU actor runs, both heads, both vector widths of the state
 // kernels (d_state % 4 == 0 or not), Mamba-3 with groups.
 const std::vector<Case>& cases() {
   static const std::vector<Case> c = {
@@ -60,6 +60,8 @@ const std::vector<Case>& cases() {
       {"mamba3 categorical", "{type: mamba3, d_model: 32, n_layers: 2, d_state: 16, headdim: 16}", true, 4},
       {"mamba3 gaussian groups", "{type: mamba3, d_model: 16, n_layers: 2, d_state: 6, headdim: 8, ngroups: 2}",
        false, 2},
+      {"gru categorical", "{type: gru, d_model: 16, n_layers: 2}", true, 3},
+      {"mlp gaussian", "{type: mlp, d_model: 16, n_layers: 2}", false, 2},
   };
   return c;
 }
@@ -285,26 +287,21 @@ void check_cuda_learner_matches_cpu(const Case& c) {
 
 BOOST_AUTO_TEST_SUITE(gpu_plugin, *utf::precondition(gpu_or_required))
 
-BOOST_AUTO_TEST_CASE(probe_accepts_cuda_for_the_mamba_types_only) {
+BOOST_AUTO_TEST_CASE(probe_accepts_cuda_for_every_type) {
   require_gpu();
   char why[512];
-  for (const char* type : {"mamba1", "mamba3"}) {
+  for (const char* type : {"mamba1", "mamba3", "gru", "mlp"}) {
     BOOST_TEST(registry().factory(type).probe("cuda", why, sizeof why) == MAMBARL_OK);
     BOOST_CHECK_MESSAGE(std::string(why).empty(), type << ": " << why);
   }
-  for (const char* type : {"gru", "mlp"})
-    BOOST_TEST(registry().factory(type).probe("cuda", why, sizeof why) == MAMBARL_UNSUPPORTED);
-  // The runner's runtime.device: auto takes the GPU for mamba1 and the CPU for gru, saying why.
+  // The runner's runtime.device: auto takes the GPU for the Mamba and the baseline types alike.
   for (const std::string config : {"cartpole_mamba1", "cartpole_gru"}) {
     const Experiment exp = load_experiment(config_path(config), {std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN,
                                                                  "runtime.device=auto"});
     auto session = load_plugins(exp);
     create_policy(*session, exp, make_vec_env(exp.section("env"))->spec());
-    const bool gru = config == "cartpole_gru";
-    BOOST_TEST(session->device == (gru ? "cpu" : "cuda"));
-    BOOST_TEST(session->device_note ==
-               (gru ? "runtime.device: auto chose the CPU: policy type 'gru' has no CUDA engine (mamba1, mamba3 have one)"
-                    : ""));
+    BOOST_TEST(session->device == "cuda");
+    BOOST_TEST(session->device_note == "");
   }
 }
 
@@ -405,7 +402,8 @@ BOOST_AUTO_TEST_CASE(two_cuda_lanes_fill_the_columns_of_two_half_size_workers) {
   // Truncated after 12 steps: the bootstrap between a lane's act_end and act_begin is covered.
   const std::string env = "{type: tmaze, length: 2}";
   for (const char* policy : {"{type: mamba1, d_model: 32, n_layers: 2, d_state: 16}",
-                             "{type: mamba3, d_model: 32, n_layers: 2, d_state: 16, headdim: 16}"})
+                             "{type: mamba3, d_model: 32, n_layers: 2, d_state: 16, headdim: 16}",
+                             "{type: gru, d_model: 32, n_layers: 2}"})
     BOOST_TEST_CONTEXT(policy) {
       const Experiment exp = parse_experiment("env: " + env + "\npolicy: " + policy + "\n", "<overlap test>",
                                               {std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN,

@@ -114,8 +114,6 @@ BOOST_AUTO_TEST_CASE(broken_configs_give_clear_errors) {
        "3:26: runtime.learner_dtype: float16 GEMMs need the GPU learner, but this run is on the CPU (runtime.device: cpu)"},
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {device: cuda, learner_dtype: bfloat16}\n",
        "runtime.learner_dtype: bfloat16 GEMMs need the GPU learner, but this run is on the CPU ("},
-      {"env: {type: cartpole}\npolicy: {type: gru}\nruntime: {device: cuda}\n",
-       "3:19: runtime.device: cuda: policy type 'gru' has no CUDA engine (mamba1, mamba3 have one)"},
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {sync: maybe}\n", "runtime.sync: cannot read 'maybe' as a boolean"},
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {seed: -3}\n", "runtime.seed"},
       {"env: {type: cartpole}\npolicy: {type: mamba1}\nruntime: {num_actors: 0}\n", "runtime.num_actors: value 0 is out of range"},

@@ -35,10 +35,10 @@ struct AlgoConfig {
 
 struct RuntimeConfig {
   uint64_t seed = 1;
-  // cpu | cuda | auto. cuda: the actors run on the GPU (mamba1/mamba3), and a
-  // machine without a usable GPU falls back to the CPU with one line saying
-  // why; auto: cuda where the plugin's probe accepts it, else cpu. The
-  // learner runs on the CPU either way (for now).
+  // cpu | cuda | auto. cuda: the actors and the learner run on the GPU (every
+  // policy type), and a machine without a usable GPU falls back to the CPU
+  // with one line saying why; auto: cuda where the plugin's probe accepts
+  // it, else cpu.
   std::string device = "cpu";
   std::string dtype = "float32";  // float32 | bfloat16: the GPU actor's weights (f32 state and sums)
   // float32 | bfloat16 | float16: the GPU learner's GEMM inputs (f32 master
