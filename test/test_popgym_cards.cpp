@@ -28,8 +28,9 @@ struct Level {
 };
 
 std::unique_ptr<VecEnv> make_level(const std::string& type, const Level& L, int num_envs) {
+  // The env's own observation (prev_action off), which the definitions speak of.
   return make_env("type: " + type + "\nnum_envs: " + std::to_string(num_envs) +
-                  "\ndifficulty: " + L.difficulty);
+                  "\ndifficulty: " + L.difficulty + "\nprev_action: false");
 }
 
 // A uniform guess among 4 suits on each of R scored steps of +-1/R: each step
@@ -311,6 +312,8 @@ BOOST_AUTO_TEST_CASE(concentration_memory_player_scores_what_its_turns_earn) {
       const int B = 4, N = 52 * L.decks;
       auto env = make_level("concentration", Level{L.difficulty, L.decks}, B);
       expect_spec(*env, N * (L.V + 1), N, L.L, true);
+      // By default concentration observes its previous action (POPGym needs it).
+      BOOST_TEST(make_env("type: concentration\ndifficulty: " + L.difficulty)->spec().obs_dim == N * (L.V + 2));
       const int O = env->spec().obs_dim;
       std::vector<MemoryPlayer> players(B, MemoryPlayer(N, L.V));
       std::vector<MemoryPlayer> closed;  // per finished episode, in order

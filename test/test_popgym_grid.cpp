@@ -25,8 +25,12 @@ namespace {
 
 const std::vector<std::string> kLevels = {"easy", "medium", "hard"};
 
-ConfigNode env_config(const std::string& type, const std::string& difficulty) {
-  return ConfigNode(YAML::Load("type: " + type + "\ndifficulty: " + difficulty), "test.yaml", "env");
+// The env's own observation (prev_action off), which the definitions speak of;
+// the wrapper has its own test in test_envs.
+ConfigNode env_config(const std::string& type, const std::string& difficulty, bool prev_action = false) {
+  return ConfigNode(YAML::Load("type: " + type + "\ndifficulty: " + difficulty +
+                               "\nprev_action: " + (prev_action ? "true" : "false")),
+                    "test.yaml", "env");
 }
 
 // The env struct a config describes, to script policies that read its hidden state.
@@ -134,6 +138,10 @@ BOOST_AUTO_TEST_CASE(specs_follow_popgym_at_every_difficulty) {
         BOOST_TEST(s.action.n == r.actions[d]);
         BOOST_TEST(s.max_episode_steps == r.max_steps[d]);
         BOOST_TEST(s.prev_action_by_default == r.prev_action);
+        // Where POPGym needs it, the env observes its previous action unless told otherwise.
+        const auto by_default = make_vec_env(ConfigNode(
+            YAML::Load("type: " + r.type + "\ndifficulty: " + kLevels[d]), "test.yaml", "env"));
+        BOOST_TEST(by_default->spec().obs_dim == s.obs_dim + (r.prev_action ? s.action.n : 0));
       }
     }
 }
