@@ -277,7 +277,7 @@ BOOST_AUTO_TEST_CASE(plots_have_round_ticks_and_a_band_that_encloses_the_mean) {
   const std::string svg = read_text(plots[0]);
   BOOST_TEST(round_ticks(tick_values(svg, "xtick")));
   BOOST_TEST(round_ticks(tick_values(svg, "ytick")));
-  BOOST_TEST(svg.find("stroke-dasharray=\"4 3\"") != std::string::npos);  // the zero line: returns cross 0
+  BOOST_TEST(svg.find("class=\"zero\"") != std::string::npos);  // the zero line: returns cross 0
   BOOST_TEST(svg.find(">mamba1</text>") != std::string::npos);            // the legend
   BOOST_TEST(svg.find(">random</text>") != std::string::npos);
   // The band's upper edge runs forward, its lower edge back; both at the line's x in pixels.

@@ -150,7 +150,7 @@ void write_line_plot_svg(const std::string& path, const std::string& title, cons
       << tick_label(yv, ay.step, ay.largest()) << "</text>\n";
   if (ay.lo < 0 && ay.hi > 0)
     s << "<line x1=\"" << L << "\" y1=\"" << py(0) << "\" x2=\"" << W - R << "\" y2=\"" << py(0)
-      << "\" stroke=\"#888888\" stroke-dasharray=\"4 3\"/>\n";
+      << "\" class=\"zero\" stroke=\"#bbbbbb\"/>\n";  // solid: dashed lines are series (the random floor)
   s << "<text x=\"" << (W - R + L) / 2 << "\" y=\"" << H - 12 << "\" text-anchor=\"middle\">"
     << xml_escape(x_label) << "</text>\n"
     << "<text x=\"16\" y=\"" << H / 2 << "\" text-anchor=\"middle\" transform=\"rotate(-90 16 " << H / 2

@@ -45,12 +45,13 @@ std::string csv_cell(const std::string& s) {
   return out + "\"";
 }
 
-// Indices of the grid keys shown as columns of their own: env.difficulty has
-// the difficulty column, which every run fills from its config.
+// Indices of the grid keys shown as columns of their own: env.type and
+// env.difficulty have the env and difficulty columns, which every run fills
+// from its config.
 std::vector<size_t> shown_grid_keys(const std::vector<std::string>& grid_keys) {
   std::vector<size_t> shown;
   for (size_t k = 0; k < grid_keys.size(); ++k)
-    if (grid_keys[k] != "env.difficulty") shown.push_back(k);
+    if (grid_keys[k] != "env.type" && grid_keys[k] != "env.difficulty") shown.push_back(k);
   return shown;
 }
 
