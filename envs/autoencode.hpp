@@ -31,14 +31,7 @@ struct Autoencode {
   explicit Autoencode(int num_decks) : deck(num_decks) {}
 
   EnvSpec spec() const {
-    EnvSpec s;
-    s.id = "autoencode";
-    s.obs_dim = 6;
-    s.obs_low.assign(6, 0.0f);
-    s.obs_high.assign(6, 1.0f);
-    s.action.n = 4;
-    s.max_episode_steps = 0;
-    return s;
+    return one_hot_env_spec("autoencode", 6, 4, 0);
   }
 
   // Play mode starts with the step that deals the last card.

@@ -52,15 +52,7 @@ struct Battleship {
   MAMBARL_HD int cells() const { return side * side; }
 
   EnvSpec spec() const {
-    EnvSpec s;
-    s.id = "battleship";
-    s.obs_dim = 2;
-    s.obs_low.assign(2, 0.0f);
-    s.obs_high.assign(2, 1.0f);
-    s.action.n = cells();
-    s.max_episode_steps = cells();
-    s.prev_action_by_default = true;
-    return s;
+    return one_hot_env_spec("battleship", 2, cells(), cells(), /*prev_action_by_default=*/true);
   }
 
   MAMBARL_HD void reset(Rng& rng, float* obs) {

@@ -53,15 +53,7 @@ struct Concentration {
 
   EnvSpec spec() const {
     const int N = deck.num_cards, O = N * (V + 1);
-    EnvSpec s;
-    s.id = "concentration";
-    s.obs_dim = O;
-    s.obs_low.assign(static_cast<size_t>(O), 0.0f);
-    s.obs_high.assign(static_cast<size_t>(O), 1.0f);
-    s.action.n = N;
-    s.max_episode_steps = episode_length;
-    s.prev_action_by_default = true;
-    return s;
+    return one_hot_env_spec("concentration", O, N, episode_length, /*prev_action_by_default=*/true);
   }
 
   MAMBARL_HD int value_at(int position) const { return Deck::feature(feature, deck.dealt_card(position)); }

@@ -42,14 +42,7 @@ struct CountRecall {
   int max_count() const { return values.num_cards / V; }
 
   EnvSpec spec() const {
-    EnvSpec s;
-    s.id = "count_recall";
-    s.obs_dim = 2 * V;
-    s.obs_low.assign(static_cast<size_t>(2 * V), 0.0f);
-    s.obs_high.assign(static_cast<size_t>(2 * V), 1.0f);
-    s.action.n = max_count();
-    s.max_episode_steps = 0;
-    return s;
+    return one_hot_env_spec("count_recall", 2 * V, max_count(), 0);
   }
 
   MAMBARL_HD void reset(Rng& rng, float* obs) {

@@ -25,6 +25,11 @@
 
 namespace mambarl {
 
+// out[0, n) = the one-hot code of `hot` (all zeros when hot is outside [0, n)).
+MAMBARL_HD inline void write_one_hot(float* out, int n, int hot) {
+  for (int i = 0; i < n; ++i) out[i] = i == hot ? 1.0f : 0.0f;
+}
+
 // The spec of env `s` with the previous action appended to its observation.
 inline EnvSpec with_prev_action(EnvSpec s) {
   s.obs_dim += s.action.n;
@@ -83,10 +88,7 @@ struct EnvBatch {
     float* o = obs + static_cast<size_t>(b) * obs_dim;
     float* fin = final_obs + static_cast<size_t>(b) * obs_dim;
     const EnvStepResult r = envs[b].step(action, fin);
-    if (prev_action_n > 0) {
-      float* tail = fin + (obs_dim - prev_action_n);
-      for (int i = 0; i < prev_action_n; ++i) tail[i] = i == action ? 1.0f : 0.0f;
-    }
+    write_one_hot(fin + (obs_dim - prev_action_n), prev_action_n, action);
     // The episode's return sums in double: 600 steps of 1/600 must give 1 to float precision.
     running_return[b] += r.reward;
     running_length[b] += 1;
@@ -111,7 +113,7 @@ struct EnvBatch {
   // A new episode's first observation: the env's own, and no previous action.
   MAMBARL_HD void start_episode(int b, float* o) const {
     envs[b].reset(rngs[b], o);
-    for (int i = obs_dim - prev_action_n; i < obs_dim; ++i) o[i] = 0.0f;
+    write_one_hot(o + (obs_dim - prev_action_n), prev_action_n, -1);
   }
   MAMBARL_HD void copy_obs(const float* from, float* to) const {
     for (int i = 0; i < obs_dim; ++i) to[i] = from[i];

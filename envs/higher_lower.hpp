@@ -28,14 +28,7 @@ struct HigherLower {
   explicit HigherLower(int num_decks) : deck(num_decks) {}
 
   EnvSpec spec() const {
-    EnvSpec s;
-    s.id = "higher_lower";
-    s.obs_dim = 13;
-    s.obs_low.assign(13, 0.0f);
-    s.obs_high.assign(13, 1.0f);
-    s.action.n = 2;
-    s.max_episode_steps = 0;
-    return s;
+    return one_hot_env_spec("higher_lower", 13, 2, 0);
   }
 
   MAMBARL_HD void reset(Rng& rng, float* obs) {
@@ -64,8 +57,7 @@ struct HigherLower {
 
  private:
   MAMBARL_HD static void write_obs(int rank, float* obs) {
-    for (int i = 0; i < 13; ++i) obs[i] = 0.0f;
-    obs[rank] = 1.0f;
+    write_one_hot(obs, 13, rank);
   }
 };
 static_assert(sizeof(HigherLower) == sizeof(HigherLower::Deck), "HigherLower must have no padding bytes");

@@ -51,15 +51,7 @@ struct Minesweeper {
   MAMBARL_HD int obs_values() const { return mines < kMaxCount ? mines + 1 : kMaxCount + 1; }  // counts 0 .. min(mines, 9)
 
   EnvSpec spec() const {
-    EnvSpec s;
-    s.id = "minesweeper";
-    s.obs_dim = obs_values();
-    s.obs_low.assign(static_cast<size_t>(s.obs_dim), 0.0f);
-    s.obs_high.assign(static_cast<size_t>(s.obs_dim), 1.0f);
-    s.action.n = cells();
-    s.max_episode_steps = safe_cells() + 1;
-    s.prev_action_by_default = true;
-    return s;
+    return one_hot_env_spec("minesweeper", obs_values(), cells(), safe_cells() + 1, /*prev_action_by_default=*/true);
   }
 
   MAMBARL_HD void reset(Rng& rng, float* obs) {

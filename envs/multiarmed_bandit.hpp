@@ -48,15 +48,7 @@ struct MultiarmedBandit {
   }
 
   EnvSpec spec() const {
-    EnvSpec s;
-    s.id = "multiarmed_bandit";
-    s.obs_dim = 2;
-    s.obs_low.assign(2, 0.0f);
-    s.obs_high.assign(2, 1.0f);
-    s.action.n = arms;
-    s.max_episode_steps = length;
-    s.prev_action_by_default = true;
-    return s;
+    return one_hot_env_spec("multiarmed_bandit", 2, arms, length, /*prev_action_by_default=*/true);
   }
 
   MAMBARL_HD void reset(Rng& episode_rng, float* obs) {

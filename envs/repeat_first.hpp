@@ -25,14 +25,7 @@ struct RepeatFirst {
   explicit RepeatFirst(int num_decks) : deck(num_decks) {}
 
   EnvSpec spec() const {
-    EnvSpec s;
-    s.id = "repeat_first";
-    s.obs_dim = 4;
-    s.obs_low.assign(4, 0.0f);
-    s.obs_high.assign(4, 1.0f);
-    s.action.n = 4;
-    s.max_episode_steps = 0;
-    return s;
+    return one_hot_env_spec("repeat_first", 4, 4, 0);
   }
 
   MAMBARL_HD void reset(Rng& rng, float* obs) {
@@ -57,8 +50,7 @@ struct RepeatFirst {
 
  private:
   MAMBARL_HD static void write_obs(int card, float* obs) {
-    for (int i = 0; i < 4; ++i) obs[i] = 0.0f;
-    obs[Deck::suit(card)] = 1.0f;
+    write_one_hot(obs, 4, Deck::suit(card));
   }
 };
 static_assert(sizeof(RepeatFirst) == sizeof(RepeatFirst::Deck) + sizeof(int),

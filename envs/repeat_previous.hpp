@@ -30,14 +30,7 @@ struct RepeatPrevious {
   }
 
   EnvSpec spec() const {
-    EnvSpec s;
-    s.id = "repeat_previous";
-    s.obs_dim = 4;
-    s.obs_low.assign(4, 0.0f);
-    s.obs_high.assign(4, 1.0f);
-    s.action.n = 4;
-    s.max_episode_steps = 0;
-    return s;
+    return one_hot_env_spec("repeat_previous", 4, 4, 0);
   }
 
   MAMBARL_HD void reset(Rng& rng, float* obs) {
@@ -70,8 +63,7 @@ struct RepeatPrevious {
 
  private:
   MAMBARL_HD static void write_obs(int card, float* obs) {
-    for (int i = 0; i < 4; ++i) obs[i] = 0.0f;
-    obs[CardDeck::suit(card)] = 1.0f;
+    write_one_hot(obs, 4, CardDeck::suit(card));
   }
 };
 

@@ -39,14 +39,7 @@ struct TMaze {
   }
 
   EnvSpec spec() const {
-    EnvSpec s;
-    s.id = "tmaze";
-    s.obs_dim = 4;
-    s.obs_low.assign(4, 0.0f);
-    s.obs_high.assign(4, 1.0f);
-    s.action.n = 3;
-    s.max_episode_steps = 4 * (length + 1);
-    return s;
+    return one_hot_env_spec("tmaze", 4, 3, 4 * (length + 1));
   }
 
   MAMBARL_HD void reset(Rng& rng, float* obs) {
@@ -76,8 +69,7 @@ struct TMaze {
 
  private:
   MAMBARL_HD static void write_obs(int index, float* obs) {
-    for (int i = 0; i < 4; ++i) obs[i] = 0.0f;
-    obs[index] = 1.0f;
+    write_one_hot(obs, 4, index);
   }
 };
 

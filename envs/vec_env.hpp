@@ -13,6 +13,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/config_node.hpp"
@@ -36,6 +37,22 @@ struct EnvSpec {
   // bundled types turn `env.prev_action` on by default.
   bool prev_action_by_default = false;
 };
+
+// The spec of an env whose observation is made of one-hot codes (every entry
+// in [0, 1]) and whose action is one of `actions`. max_episode_steps 0: the
+// env always terminates by itself.
+inline EnvSpec one_hot_env_spec(std::string id, int obs_dim, int actions, int max_episode_steps,
+                                bool prev_action_by_default = false) {
+  EnvSpec s;
+  s.id = std::move(id);
+  s.obs_dim = obs_dim;
+  s.obs_low.assign(static_cast<size_t>(obs_dim), 0.0f);
+  s.obs_high.assign(static_cast<size_t>(obs_dim), 1.0f);
+  s.action.n = actions;
+  s.max_episode_steps = max_episode_steps;
+  s.prev_action_by_default = prev_action_by_default;
+  return s;
+}
 
 // Width of one env's row in the action buffer passed to VecEnv::step.
 inline int action_width(const ActionSpace& a) { return a.discrete ? 1 : a.n; }
