@@ -76,7 +76,8 @@ BOOST_AUTO_TEST_CASE(sigkill_at_random_and_mid_checkpoint_never_loses_the_run) {
   for (int i = 0; i < kKills; ++i) {
     std::vector<std::string> argv{MAMBARL_TEST_BIN, "train", cfg};
     const bool resume = fs::exists(ckpt);
-    if (resume) argv.push_back("--resume");
+    // A run killed before its first checkpoint left metrics: a fresh start replaces them.
+    argv.push_back(resume ? "--resume" : "--force");
     const std::string log = (dir / ("log" + std::to_string(i) + ".txt")).string();
     const pid_t pid = spawn(argv, env, log);
     BOOST_REQUIRE_GT(pid, 0);

@@ -105,7 +105,8 @@ BOOST_AUTO_TEST_CASE(the_grid_expands_to_configs_x_grid_points_x_seeds_with_uniq
                                           "algo.total_env_steps=4096",
                                           "algo.lr=0.001",
                                           "env.num_envs=8",
-                                          "runtime.log_every=5"};
+                                          "runtime.log_every=5",
+                                          "--force"};
   BOOST_TEST(argv == expected, boost::test_tools::per_element());
   BOOST_TEST(shell_command({"a b", "it's", "x=1"}) == "'a b' 'it'\\''s' x=1");
 }
