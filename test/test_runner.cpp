@@ -373,6 +373,76 @@ BOOST_AUTO_TEST_CASE(cuda_without_a_gpu_falls_back_to_the_cpu_and_trains) {
   fs::remove_all(dir);
 }
 
+// A tiny CPU run into `out`: the config behind the out_dir and memory tests.
+Experiment tiny_experiment(const fs::path& dir, const fs::path& out, std::vector<std::string> overrides = {}) {
+  const std::string path = (dir / "tiny.yaml").string();
+  std::ofstream(path) << "env: {type: cartpole, num_envs: 4}\n"
+                         "policy: {type: mamba1, d_model: 8, n_layers: 1, d_state: 4}\n"
+                         "algo: {total_env_steps: 64, chunk_len: 8, epochs: 1, minibatches: 2}\n"
+                         "runtime: {device: cpu}\n";
+  overrides.push_back(std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN);
+  overrides.push_back("runtime.out_dir=" + out.string());
+  return load_experiment(path, overrides);
+}
+
+// An out_dir holding an earlier run's checkpoint or metrics is refused without
+// --resume, naming the folder and both ways on, and left untouched; --force
+// replaces the run (its metrics start again) and keeps files that are not a run's.
+BOOST_AUTO_TEST_CASE(an_earlier_run_in_out_dir_is_refused_unless_resumed_or_forced) {
+  const fs::path dir = temp_dir("overwrite"), out = dir / "run";
+  const Experiment exp = tiny_experiment(dir, out);
+  std::ostringstream log;
+  run_training(exp, TrainOptions{}, log);
+  const auto rows = [&] {
+    std::ifstream f(out / "metrics.csv");
+    return std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n');
+  };
+  const auto first_rows = rows();
+  BOOST_TEST(first_rows == 1 + 64 / 32);  // header + one row per update of 4 envs x 8 steps
+  const auto refused = [&](const ConfigError& e) {
+    const std::string w = e.what();
+    BOOST_TEST_MESSAGE(w);
+    return w.find("runtime.out_dir: '" + out.string() + "' already holds a previous run") != std::string::npos &&
+           w.find("--resume continues it, --force replaces it") != std::string::npos;
+  };
+  BOOST_CHECK_EXCEPTION(run_training(exp, TrainOptions{}, log), ConfigError, refused);
+  BOOST_TEST(rows() == first_rows);  // untouched
+  // Metrics without a checkpoint (a run killed before its first one) count too.
+  fs::remove(out / "checkpoint.safetensors");
+  BOOST_CHECK_EXCEPTION(run_training(exp, TrainOptions{}, log), ConfigError, refused);
+
+  std::ofstream(out / "notes.txt") << "the user's own file\n";
+  TrainOptions force;
+  force.force = true;
+  std::ostringstream forced_log;
+  run_training(exp, force, forced_log);
+  BOOST_TEST(forced_log.str().find("--force: removed the previous run's files in " + out.string()) != std::string::npos);
+  BOOST_TEST(rows() == first_rows);  // a new run, not appended to the old one
+  BOOST_TEST(fs::exists(out / "notes.txt"));
+  BOOST_TEST(fs::exists(out / "checkpoint.safetensors"));
+  fs::remove_all(dir);
+}
+
+// A million envs on a 4096-step chunk cannot fit in any machine this runs on
+// (the learner's activations alone are terabytes): refused in seconds, before
+// anything large is allocated, with the estimate and what is available.
+BOOST_AUTO_TEST_CASE(a_config_that_cannot_fit_in_memory_is_refused_fast) {
+  const fs::path dir = temp_dir("memory");
+  const Experiment exp =
+      tiny_experiment(dir, dir / "run", {"env.num_envs=1000000", "algo.chunk_len=4096", "algo.minibatches=1"});
+  std::ostringstream log;
+  const auto t0 = std::chrono::steady_clock::now();
+  BOOST_CHECK_EXCEPTION(run_training(exp, TrainOptions{}, log), ConfigError, [](const ConfigError& e) {
+    const std::string w = e.what();
+    BOOST_TEST_MESSAGE(w);
+    return w.find("env.num_envs: 1000000 envs with algo.chunk_len 4096 need an estimated ") != std::string::npos &&
+           w.find(" of host memory (learner activations ") != std::string::npos &&
+           w.find(" available; lower env.num_envs or algo.chunk_len") != std::string::npos;
+  });
+  BOOST_TEST(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10.0);
+  fs::remove_all(dir);
+}
+
 // Every metrics row splits its update's wall time into collect_s (the
 // rollout, sync mode) and learn_s (the update): both present, non-negative,
 // and together within the wall time between two rows.

@@ -90,7 +90,8 @@ std::string format_bytes(size_t n) {
   std::ostringstream os;
   os.setf(std::ios::fixed);
   os.precision(1);
-  if (n >= (size_t{1} << 30)) os << static_cast<double>(n) / (1 << 30) << " GiB";
+  if (n >= (size_t{1} << 40)) os << static_cast<double>(n) / static_cast<double>(size_t{1} << 40) << " TiB";
+  else if (n >= (size_t{1} << 30)) os << static_cast<double>(n) / (1 << 30) << " GiB";
   else os << static_cast<double>(n) / (1 << 20) << " MiB";
   return os.str();
 }

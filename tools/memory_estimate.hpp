@@ -51,7 +51,7 @@ std::optional<size_t> host_memory_available();
 // without CUDA or on a machine without a device.
 std::optional<size_t> cuda_memory_available();
 
-// "1.5 GiB", "300 MiB": for messages.
+// "2.0 TiB", "1.5 GiB", "300.0 MiB": for messages.
 std::string format_bytes(size_t bytes);
 
 }  // namespace mambarl
