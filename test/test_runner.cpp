@@ -494,9 +494,10 @@ BOOST_AUTO_TEST_CASE(env_backend_cuda_config_errors) {
   std::ofstream(path) << "env: {type: cartpole, num_envs: 4, backend: cuda}\n"
                          "policy: {type: mamba1, d_model: 8, n_layers: 1, d_state: 4}\n"
                          "algo: {total_env_steps: 64, chunk_len: 8, epochs: 1, minibatches: 2}\n";
+  int runs = 0;  // each run its own out_dir: a finished one is not overwritten
   const auto run = [&](std::vector<std::string> overrides) {
     overrides.push_back(std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN);
-    overrides.push_back("runtime.out_dir=" + (dir / "out").string());
+    overrides.push_back("runtime.out_dir=" + (dir / ("out" + std::to_string(++runs))).string());
     std::ostringstream log;
     run_training(load_experiment(path, overrides), TrainOptions{}, log);
     return log.str();

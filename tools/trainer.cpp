@@ -19,6 +19,7 @@
 
 #include "envs/builtin_envs.hpp"
 #include "kernels/check.hpp"
+#include "policy/policy_config.hpp"
 #include "policy/posix_file.hpp"
 #include "tools/actor_watchdog.hpp"
 #include "tools/bounded_queue.hpp"
@@ -192,8 +193,7 @@ class Run {
 // The files a run leaves in its out_dir; a checkpoint or metrics file there
 // means an earlier run, which only --resume (continue) or --force (replace) may touch.
 constexpr const char* kCheckpointFile = "checkpoint.safetensors";
-const std::vector<std::string> kRunFiles = {kCheckpointFile, "metrics.csv", "metrics.jsonl", "curve.svg",
-                                            "config.yaml"};
+constexpr const char* kRunFiles[] = {kCheckpointFile, "metrics.csv", "metrics.jsonl", "curve.svg", "config.yaml"};
 
 void Run::prepare_out_dir() const {
   const fs::path dir(rt_.out_dir);
@@ -210,7 +210,7 @@ void Run::prepare_out_dir() const {
                                                 "another runtime.out_dir)");
   }
   // Only the files a run writes: out_dir may hold the user's own (a sweep's train.log, notes).
-  for (const std::string& f : kRunFiles) fs::remove(dir / f);
+  for (const char* f : kRunFiles) fs::remove(dir / f);
   log_ << "--force: removed the previous run's files in " << rt_.out_dir << "\n";
 }
 
@@ -229,8 +229,8 @@ void Run::check_memory(const VecEnv& probe) const {
   in.state_size = session_->info.state_size;
   in.num_params = session_->info.num_params;
   in.policy_type = session_->info.type ? session_->info.type : "";
-  in.d_model = pol.get<int>("d_model", 64);
-  in.n_layers = pol.get<int>("n_layers", 2);
+  in.d_model = pol.get<int>("d_model", PolicyConfig{}.d_model);  // the plugin has checked them by now
+  in.n_layers = pol.get<int>("n_layers", PolicyConfig{}.n_layers);
   in.env_state_bytes = probe.save_state().size();
   in.policy_on_device = session_->device == "cuda";
   in.envs_on_device = gpu_envs_;
