@@ -181,7 +181,7 @@ BOOST_AUTO_TEST_CASE(sigint_stops_an_async_run_cleanly_and_it_resumes) {
 }
 
 // A second SIGINT does not wait for the stop in progress: exit 130 at once,
-// no final line, and the last checkpoint is whole. Every checkpoint write is
+// no final line, and the last checkpoint (and its curve) is whole. Every checkpoint write is
 // held open for 2 x 200 ms, so the stop the first signal starts (finish the
 // update, write the checkpoint) is still running when the second comes 50 ms
 // later (two signals sent back to back would merge into one pending signal).
@@ -199,6 +199,7 @@ BOOST_AUTO_TEST_CASE(a_second_sigint_exits_at_once) {
   BOOST_TEST(text.find("second signal: exiting now") != std::string::npos, text);
   BOOST_TEST(text.find("final mean_return=") == std::string::npos, text);
   BOOST_TEST(checkpoint_update(out / "checkpoint.safetensors") >= 1);
+  BOOST_TEST(fs::exists(out / "curve.svg"));  // drawn with every checkpoint, not only at the end
   fs::remove_all(dir);
 }
 

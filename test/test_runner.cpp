@@ -1,5 +1,6 @@
 // The runner's pieces: GAE, experiment configs (a table of broken files),
-// the metrics log, the bounded queue, the stalled-actor watchdog.
+// the metrics log, the bounded queue, the stalled-actor watchdog, the refusal
+// of an out_dir holding an earlier run, and the memory estimate.
 #define BOOST_TEST_MODULE runner
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
@@ -15,6 +16,7 @@
 #include "tools/bounded_queue.hpp"
 #include "tools/experiment.hpp"
 #include "tools/gae.hpp"
+#include "tools/memory_estimate.hpp"
 #include "tools/metrics_log.hpp"
 #include "tools/policy_session.hpp"
 #include "tools/trainer.hpp"
@@ -421,6 +423,51 @@ BOOST_AUTO_TEST_CASE(an_earlier_run_in_out_dir_is_refused_unless_resumed_or_forc
   BOOST_TEST(fs::exists(out / "notes.txt"));
   BOOST_TEST(fs::exists(out / "checkpoint.safetensors"));
   fs::remove_all(dir);
+}
+
+// The estimate puts each buffer where it lives and scales it with its shape:
+// async mode keeps two chunks per actor, activations follow T x B/minibatches,
+// runtime.device cuda moves the learner to the GPU, env.backend cuda the envs
+// and chunks too.
+BOOST_AUTO_TEST_CASE(memory_estimate_follows_the_config) {
+  MemoryInputs in;
+  in.num_envs = 1024;
+  in.chunk_len = 64;
+  in.minibatches = 4;
+  in.obs_dim = 4;
+  in.act_width = 1;
+  in.state_size = 128;
+  in.num_params = 10000;
+  in.policy_type = "mamba1";
+  in.d_model = 64;
+  in.n_layers = 2;
+  in.env_state_bytes = 100;
+  const auto part = [](const MemoryEstimate& e, const std::string& what, bool device = false) {
+    for (const auto& [name, n] : device ? e.device_parts : e.host_parts)
+      if (name == what) return n;
+    return size_t{0};
+  };
+  const MemoryEstimate sync = estimate_training_memory(in);
+  BOOST_TEST(sync.device == 0u);
+  BOOST_TEST(part(sync, "learner activations") == size_t{64} * 256 * 64 * 2 * 24 * 4);
+  BOOST_TEST(part(sync, "envs") == size_t{1024} * (100 + 11 * 4 + 2));
+  MemoryInputs async = in;
+  async.sync = false;
+  async.actors = 4;
+  BOOST_TEST(part(estimate_training_memory(async), "rollout chunks") == 2 * part(sync, "rollout chunks"));
+  MemoryInputs fewer_mb = in;
+  fewer_mb.minibatches = 1;
+  BOOST_TEST(part(estimate_training_memory(fewer_mb), "learner activations") == 4 * part(sync, "learner activations"));
+  MemoryInputs gpu = in;
+  gpu.policy_on_device = true;
+  const MemoryEstimate on_gpu = estimate_training_memory(gpu);
+  BOOST_TEST(part(on_gpu, "learner activations", true) == part(sync, "learner activations"));
+  BOOST_TEST(part(on_gpu, "envs") == part(sync, "envs"));
+  gpu.envs_on_device = true;
+  const MemoryEstimate all_gpu = estimate_training_memory(gpu);
+  BOOST_TEST(part(all_gpu, "rollout chunks", true) == part(sync, "rollout chunks"));
+  BOOST_TEST(all_gpu.host == 0u);
+  BOOST_TEST(sync.host == all_gpu.device);
 }
 
 // A million envs on a 4096-step chunk cannot fit in any machine this runs on
