@@ -1,5 +1,6 @@
 // The runner's pieces: GAE, experiment configs (a table of broken files),
-// the metrics log, the bounded queue, the stalled-actor watchdog.
+// the metrics log, the bounded queue, the stalled-actor watchdog, the refusal
+// of an out_dir holding an earlier run, and the memory estimate.
 #define BOOST_TEST_MODULE runner
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
@@ -15,6 +16,7 @@
 #include "tools/bounded_queue.hpp"
 #include "tools/experiment.hpp"
 #include "tools/gae.hpp"
+#include "tools/memory_estimate.hpp"
 #include "tools/metrics_log.hpp"
 #include "tools/policy_session.hpp"
 #include "tools/trainer.hpp"
@@ -373,6 +375,121 @@ BOOST_AUTO_TEST_CASE(cuda_without_a_gpu_falls_back_to_the_cpu_and_trains) {
   fs::remove_all(dir);
 }
 
+// A tiny CPU run into `out`: the config behind the out_dir and memory tests.
+Experiment tiny_experiment(const fs::path& dir, const fs::path& out, std::vector<std::string> overrides = {}) {
+  const std::string path = (dir / "tiny.yaml").string();
+  std::ofstream(path) << "env: {type: cartpole, num_envs: 4}\n"
+                         "policy: {type: mamba1, d_model: 8, n_layers: 1, d_state: 4}\n"
+                         "algo: {total_env_steps: 64, chunk_len: 8, epochs: 1, minibatches: 2}\n"
+                         "runtime: {device: cpu}\n";
+  overrides.push_back(std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN);
+  overrides.push_back("runtime.out_dir=" + out.string());
+  return load_experiment(path, overrides);
+}
+
+// An out_dir holding an earlier run's checkpoint or metrics is refused without
+// --resume, naming the folder and both ways on, and left untouched; --force
+// replaces the run (its metrics start again) and keeps files that are not a run's.
+BOOST_AUTO_TEST_CASE(an_earlier_run_in_out_dir_is_refused_unless_resumed_or_forced) {
+  const fs::path dir = temp_dir("overwrite"), out = dir / "run";
+  const Experiment exp = tiny_experiment(dir, out);
+  std::ostringstream log;
+  run_training(exp, TrainOptions{}, log);
+  const auto rows = [&] {
+    std::ifstream f(out / "metrics.csv");
+    return std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n');
+  };
+  const auto first_rows = rows();
+  BOOST_TEST(first_rows == 1 + 64 / 32);  // header + one row per update of 4 envs x 8 steps
+  const auto refused = [&](const ConfigError& e) {
+    const std::string w = e.what();
+    BOOST_TEST_MESSAGE(w);
+    return w.find("runtime.out_dir: '" + out.string() + "' already holds a previous run") != std::string::npos &&
+           w.find("--resume continues it, --force replaces it") != std::string::npos;
+  };
+  BOOST_CHECK_EXCEPTION(run_training(exp, TrainOptions{}, log), ConfigError, refused);
+  BOOST_TEST(rows() == first_rows);  // untouched
+  // Metrics without a checkpoint (a run killed before its first one) count too.
+  fs::remove(out / "checkpoint.safetensors");
+  BOOST_CHECK_EXCEPTION(run_training(exp, TrainOptions{}, log), ConfigError, refused);
+
+  std::ofstream(out / "notes.txt") << "the user's own file\n";
+  TrainOptions force;
+  force.force = true;
+  std::ostringstream forced_log;
+  run_training(exp, force, forced_log);
+  BOOST_TEST(forced_log.str().find("--force: removed the previous run's files in " + out.string()) != std::string::npos);
+  BOOST_TEST(rows() == first_rows);  // a new run, not appended to the old one
+  BOOST_TEST(fs::exists(out / "notes.txt"));
+  BOOST_TEST(fs::exists(out / "checkpoint.safetensors"));
+  fs::remove_all(dir);
+}
+
+// The estimate puts each buffer where it lives and scales it with its shape:
+// async mode keeps two chunks per actor, activations follow T x B/minibatches,
+// runtime.device cuda moves the learner to the GPU, env.backend cuda the envs
+// and chunks too.
+BOOST_AUTO_TEST_CASE(memory_estimate_follows_the_config) {
+  MemoryInputs in;
+  in.num_envs = 1024;
+  in.chunk_len = 64;
+  in.minibatches = 4;
+  in.obs_dim = 4;
+  in.act_width = 1;
+  in.state_size = 128;
+  in.num_params = 10000;
+  in.policy_type = "mamba1";
+  in.d_model = 64;
+  in.n_layers = 2;
+  in.env_state_bytes = 100;
+  const auto part = [](const MemoryEstimate& e, const std::string& what, bool device = false) {
+    for (const auto& [name, n] : device ? e.device_parts : e.host_parts)
+      if (name == what) return n;
+    return size_t{0};
+  };
+  const MemoryEstimate sync = estimate_training_memory(in);
+  BOOST_TEST(sync.device == 0u);
+  BOOST_TEST(part(sync, "learner activations") == size_t{64} * 256 * 64 * 2 * 24 * 4);
+  BOOST_TEST(part(sync, "envs") == size_t{1024} * (100 + 11 * 4 + 2));
+  MemoryInputs async = in;
+  async.sync = false;
+  async.actors = 4;
+  BOOST_TEST(part(estimate_training_memory(async), "rollout chunks") == 2 * part(sync, "rollout chunks"));
+  MemoryInputs fewer_mb = in;
+  fewer_mb.minibatches = 1;
+  BOOST_TEST(part(estimate_training_memory(fewer_mb), "learner activations") == 4 * part(sync, "learner activations"));
+  MemoryInputs gpu = in;
+  gpu.policy_on_device = true;
+  const MemoryEstimate on_gpu = estimate_training_memory(gpu);
+  BOOST_TEST(part(on_gpu, "learner activations", true) == part(sync, "learner activations"));
+  BOOST_TEST(part(on_gpu, "envs") == part(sync, "envs"));
+  gpu.envs_on_device = true;
+  const MemoryEstimate all_gpu = estimate_training_memory(gpu);
+  BOOST_TEST(part(all_gpu, "rollout chunks", true) == part(sync, "rollout chunks"));
+  BOOST_TEST(all_gpu.host == 0u);
+  BOOST_TEST(sync.host == all_gpu.device);
+}
+
+// A million envs on a 4096-step chunk cannot fit in any machine this runs on
+// (the learner's activations alone are terabytes): refused in seconds, before
+// anything large is allocated, with the estimate and what is available.
+BOOST_AUTO_TEST_CASE(a_config_that_cannot_fit_in_memory_is_refused_fast) {
+  const fs::path dir = temp_dir("memory");
+  const Experiment exp =
+      tiny_experiment(dir, dir / "run", {"env.num_envs=1000000", "algo.chunk_len=4096", "algo.minibatches=1"});
+  std::ostringstream log;
+  const auto t0 = std::chrono::steady_clock::now();
+  BOOST_CHECK_EXCEPTION(run_training(exp, TrainOptions{}, log), ConfigError, [](const ConfigError& e) {
+    const std::string w = e.what();
+    BOOST_TEST_MESSAGE(w);
+    return w.find("env.num_envs: 1000000 envs with algo.chunk_len 4096 need an estimated ") != std::string::npos &&
+           w.find(" of host memory (learner activations ") != std::string::npos &&
+           w.find(" available; lower env.num_envs or algo.chunk_len") != std::string::npos;
+  });
+  BOOST_TEST(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10.0);
+  fs::remove_all(dir);
+}
+
 // Every metrics row splits its update's wall time into collect_s (the
 // rollout, sync mode) and learn_s (the update): both present, non-negative,
 // and together within the wall time between two rows.
@@ -424,9 +541,10 @@ BOOST_AUTO_TEST_CASE(env_backend_cuda_config_errors) {
   std::ofstream(path) << "env: {type: cartpole, num_envs: 4, backend: cuda}\n"
                          "policy: {type: mamba1, d_model: 8, n_layers: 1, d_state: 4}\n"
                          "algo: {total_env_steps: 64, chunk_len: 8, epochs: 1, minibatches: 2}\n";
+  int runs = 0;  // each run its own out_dir: a finished one is not overwritten
   const auto run = [&](std::vector<std::string> overrides) {
     overrides.push_back(std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN);
-    overrides.push_back("runtime.out_dir=" + (dir / "out").string());
+    overrides.push_back("runtime.out_dir=" + (dir / ("out" + std::to_string(++runs))).string());
     std::ostringstream log;
     run_training(load_experiment(path, overrides), TrainOptions{}, log);
     return log.str();

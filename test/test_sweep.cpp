@@ -105,7 +105,8 @@ BOOST_AUTO_TEST_CASE(the_grid_expands_to_configs_x_grid_points_x_seeds_with_uniq
                                           "algo.total_env_steps=4096",
                                           "algo.lr=0.001",
                                           "env.num_envs=8",
-                                          "runtime.log_every=5"};
+                                          "runtime.log_every=5",
+                                          "--force"};
   BOOST_TEST(argv == expected, boost::test_tools::per_element());
   BOOST_TEST(shell_command({"a b", "it's", "x=1"}) == "'a b' 'it'\\''s' x=1");
 }
@@ -380,7 +381,7 @@ BOOST_AUTO_TEST_CASE(a_sweep_runs_each_config_and_seed_as_a_direct_train_would) 
     for (const int seed : {3, 4}) {
       const Ran direct =
           run({MAMBARL_TEST_BIN, "train", config(c), kShort, "runtime.seed=" + std::to_string(seed),
-               "runtime.out_dir=" + (dir.path / "direct").string()},
+               "runtime.out_dir=" + (dir.path / "direct").string(), "--force"},
               dir, "direct");
       BOOST_REQUIRE_MESSAGE(direct.exit_code == 0, direct.out);
       const std::string key = config(c) + " mlp " + std::to_string(seed);

@@ -1,6 +1,7 @@
 // What the suites that run `mambarl train` end to end share: a published
 // config by name, a scratch output folder, one training run through the
-// runner library, and the parts of two runs that must match bit for bit.
+// runner library, and (test/run_compare.hpp) the parts of two runs that must
+// match bit for bit.
 // The including test target defines MAMBARL_TEST_PLUGIN (the bundled plugin).
 #pragma once
 
@@ -9,13 +10,11 @@
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "policy/safetensors.hpp"
+#include "test/run_compare.hpp"
 #include "tools/trainer.hpp"
 
 namespace mambarl::test {
@@ -45,40 +44,6 @@ inline TrainSummary train(const std::string& config, const std::filesystem::path
   const TrainSummary s = run_training(load_experiment(config_path(config), overrides), opts, out);
   if (log) *log = out.str();
   return s;
-}
-
-inline std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// The metrics file without its timing columns (wall_s, steps_per_s, collect_s,
-// learn_s; found by name in the header), which legitimately differ between
-// two runs of the same computation.
-inline std::string metrics_without_timing(const std::filesystem::path& p) {
-  static const std::set<std::string> kTiming = {"wall_s", "steps_per_s", "collect_s", "learn_s"};
-  std::istringstream in(read_file(p));
-  std::string line, out;
-  std::vector<bool> drop;  // per column, from the header
-  while (std::getline(in, line)) {
-    std::istringstream cells(line);
-    std::string cell;
-    for (size_t col = 0; std::getline(cells, cell, ','); ++col) {
-      if (drop.size() <= col) drop.push_back(kTiming.count(cell) > 0);
-      if (!drop[col]) out += cell + ",";
-    }
-    out += "\n";
-  }
-  return out;
-}
-
-// Weights and optimizer moments of a checkpoint, byte for byte.
-inline std::string learner_bytes(const std::filesystem::path& ckpt) {
-  const SafetensorsFile f = read_safetensors(ckpt.string());
-  std::string out;
-  for (const auto& t : f.tensors)
-    if (t.name.rfind("runner.", 0) != 0) out += t.name + std::string(t.bytes.begin(), t.bytes.end());
-  return out;
 }
 
 }  // namespace mambarl::test

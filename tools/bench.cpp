@@ -216,7 +216,9 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
     << ", log_every: 1000000, checkpoint_every: 0, metrics_format: csv}\n";
   const Experiment exp = parse_experiment(y.str(), "<bench e2e>", {});
   std::ostringstream sink;
-  const TrainSummary s = run_training(exp, TrainOptions{}, sink);
+  TrainOptions opts;
+  opts.force = true;  // the folder is the bench's own: one a killed bench left is replaced
+  const TrainSummary s = run_training(exp, opts, sink);
   // A cuda run without a usable GPU falls back to the CPU: not what was asked to be measured.
   const bool on_gpu = sink.str().find(", device cuda (actors and learner),") != std::string::npos;
   MAMBARL_CHECK(device != "cuda" || on_gpu, "bench e2e --device cuda: the run did not train on the GPU:\n"

@@ -8,6 +8,8 @@
 #include "tools/bench.hpp"
 #include "tools/evaluate.hpp"
 #include "tools/export.hpp"
+#include "tools/stop_signals.hpp"
+#include "tools/sweep.hpp"
 #include "tools/sweep_main.hpp"
 #include "tools/trainer.hpp"
 
@@ -16,7 +18,7 @@ namespace {
 const char* kUsage =
     "usage: mambarl <command> [args]\n"
     "commands:\n"
-    "  train <config.yaml> [key=value ...] [--resume [checkpoint]]\n"
+    "  train <config.yaml> [key=value ...] [--resume [checkpoint] | --force]\n"
     "        train the experiment; dotted overrides like policy.d_model=128 runtime.out_dir=runs/x\n"
     "  eval <checkpoint> [--episodes N] [--render] [--seed S] [key=value ...]\n"
     "        run a trained checkpoint on fresh envs\n"
@@ -36,10 +38,14 @@ bool wants_help(int argc, char** argv) {
 
 int cmd_train(int argc, char** argv) {
   if (wants_help(argc, argv) || argc < 3) {
-    std::cout << "usage: mambarl train <config.yaml> [key=value ...] [--resume [checkpoint]]\n"
+    std::cout << "usage: mambarl train <config.yaml> [key=value ...] [--resume [checkpoint] | --force]\n"
                  "  Trains the experiment. Overrides use dotted keys (env.num_envs=32, algo.lr=1e-3,\n"
                  "  runtime.out_dir=runs/x). Writes <out_dir>/metrics.csv, curve.svg, config.yaml and\n"
                  "  checkpoint.safetensors; --resume continues from the checkpoint (bit-exact in sync mode).\n"
+                 "  An out_dir that holds an earlier run's checkpoint or metrics is refused unless\n"
+                 "  --resume continues it or --force replaces it (removing its files first).\n"
+                 "  Ctrl-C (SIGINT) or SIGTERM stops after the update in flight, writing the checkpoint,\n"
+                 "  metrics and curve, and exits 130 / 143; a second Ctrl-C exits at once.\n"
                  "  Ends with: final mean_return=<x> env_steps=<n> wall_s=<s>\n";
     return argc < 3 ? 2 : 0;
   }
@@ -52,6 +58,8 @@ int cmd_train(int argc, char** argv) {
       if (i + 1 < argc && std::string(argv[i + 1]).find('=') == std::string::npos &&
           std::strncmp(argv[i + 1], "--", 2) != 0)
         opts.resume_from = argv[++i];
+    } else if (a == "--force") {
+      opts.force = true;
     } else if (a.find('=') != std::string::npos) {
       overrides.push_back(a);
     } else {
@@ -59,13 +67,31 @@ int cmd_train(int argc, char** argv) {
       return 2;
     }
   }
+  if (opts.resume && opts.force) {
+    std::cerr << "mambarl train: --resume continues the run in out_dir and --force replaces it: give one\n";
+    return 2;
+  }
   const auto exp = mambarl::load_experiment(argv[2], overrides);
+  const mambarl::StopOnSignals stop_on_signals;
   const auto s = mambarl::run_training(exp, opts, std::cout);
   std::cout << "learning curve: " << s.curve << "\ncheckpoint: " << s.checkpoint
             << "\nmetrics: " << s.metrics << "\n";
   std::cout << "final mean_return=" << s.mean_return << " env_steps=" << s.env_steps
             << " wall_s=" << s.wall_s << std::endl;
-  return 0;
+  if (s.stopped_by_signal == 0) return 0;
+  // The same command with --resume (and without --force) continues the run.
+  // (--resume <checkpoint> is dropped too: the run's own checkpoint is newer.)
+  std::vector<std::string> again{argv[0], "train"};
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--resume" && !opts.resume_from.empty() && i + 1 < argc && opts.resume_from == argv[i + 1]) ++i;
+    else if (a != "--force" && a != "--resume") again.push_back(a);
+  }
+  again.push_back("--resume");
+  std::cout << mambarl::kInterruptedLine << mambarl::signal_name(s.stopped_by_signal) << " at update " << s.update
+            << " (env_steps " << s.env_steps << " of algo.total_env_steps " << exp.algo.total_env_steps
+            << "); continue with: " << mambarl::shell_command(again) << std::endl;
+  return 128 + s.stopped_by_signal;
 }
 
 int cmd_eval(int argc, char** argv) {

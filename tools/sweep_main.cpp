@@ -27,6 +27,7 @@
 #include "tools/random_floor.hpp"
 #include "tools/sweep.hpp"
 #include "tools/sweep_report.hpp"
+#include "tools/trainer.hpp"
 
 extern char** environ;
 
@@ -125,7 +126,8 @@ std::string last_lines(const std::string& text, int n) {
   return text.substr(begin + 1);
 }
 
-// Fills the result's numbers from the run's last "final mean_return=<x> env_steps=<n> wall_s=<s>" line.
+// Fills the result's numbers from the run's last "final mean_return=<x> env_steps=<n> wall_s=<s>" line,
+// unless a run stopped by a signal printed its interrupted line (kInterruptedLine) after it.
 bool read_train_line(const std::string& log, RunResult& r) {
   const std::string key = "final mean_return=";
   size_t at = log.rfind("\n" + key);
@@ -135,6 +137,7 @@ bool read_train_line(const std::string& log, RunResult& r) {
     at = 0;
   else
     return false;
+  if (log.find(std::string("\n") + kInterruptedLine, at) != std::string::npos) return false;
   std::istringstream line(log.substr(at, log.find('\n', at) - at));
   bool ret = false, steps = false, wall = false;
   for (std::string word; line >> word;) {

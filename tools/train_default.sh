@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The README's train command: install dependencies, build, and train the
-# default experiment (CartPole-v1 with a Mamba-1 actor) on the CPU.
+# default experiment (CartPole-v1 with a Mamba-1 actor) on the CPU. Arguments
+# go to `mambarl train`: a second time into runs/cartpole_mamba1 needs --resume
+# (continue) or --force (start again); without either the run is refused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install_deps.sh

@@ -17,13 +17,17 @@
 #include <sstream>
 #include <thread>
 
+#include "envs/builtin_envs.hpp"
 #include "kernels/check.hpp"
+#include "policy/policy_config.hpp"
 #include "policy/posix_file.hpp"
 #include "tools/actor_watchdog.hpp"
 #include "tools/bounded_queue.hpp"
 #include "tools/learner_loop.hpp"
+#include "tools/memory_estimate.hpp"
 #include "tools/metrics_log.hpp"
 #include "tools/policy_session.hpp"
+#include "tools/stop_signals.hpp"
 
 #if MAMBARL_HAVE_CUDA
 #include "envs/gpu_vec_env.hpp"
@@ -114,12 +118,15 @@ class Run {
 
  private:
   void build();
+  void prepare_out_dir() const;
+  void check_memory(const VecEnv& probe) const;
   bool check_env_backend() const;
   void build_gpu_envs();
   Rng& shuffle_rng();
   std::vector<double> reward_scaler_state() const;
   bool set_reward_scaler_state(const std::vector<double>& s);
   void save_checkpoint();
+  void save_checkpoint_and_curve();
   void restore(const std::string& path);
   void publish_weights();
   // Wall seconds of one update's two phases (metrics columns collect_s, learn_s).
@@ -133,8 +140,11 @@ class Run {
   void run_async();
   [[noreturn]] void fail_stalled(const ActorWatchdog::Stall& stall, const std::atomic<int>& running,
                                  std::vector<std::thread>& threads);
+  bool budget_spent() const { return s_.env_steps >= al_.total_env_steps; }
+  // Checked between updates by every loop (sync, async, GPU envs): a stop
+  // signal (tools/stop_signals.hpp) ends the run as its budget would.
   bool done() const {
-    return s_.env_steps >= al_.total_env_steps ||
+    return budget_spent() || stop_signal() != 0 ||
            (opts_.stop_after_s > 0 &&
             std::chrono::duration<double>(Clock::now() - t0_).count() >= opts_.stop_after_s) ||
            (rt_.stop_after_updates > 0 && s_.update >= rt_.stop_after_updates);
@@ -180,15 +190,81 @@ class Run {
   size_t queue_high_water_ = 0;  // most chunks ever waiting for the learner (async mode)
 };
 
+// The files a run leaves in its out_dir; a checkpoint or metrics file there
+// means an earlier run, which only --resume (continue) or --force (replace) may touch.
+constexpr const char* kCheckpointFile = "checkpoint.safetensors";
+constexpr const char* kRunFiles[] = {kCheckpointFile, "metrics.csv", "metrics.jsonl", "curve.svg", "config.yaml"};
+
+void Run::prepare_out_dir() const {
+  const fs::path dir(rt_.out_dir);
+  if (opts_.resume) return;
+  std::vector<std::string> found;
+  for (const char* f : {kCheckpointFile, "metrics.csv", "metrics.jsonl"})
+    if (fs::exists(dir / f)) found.push_back(f);
+  if (found.empty()) return;
+  if (!opts_.force) {
+    std::string list;
+    for (const std::string& f : found) list += (list.empty() ? "" : ", ") + f;
+    exp_.section("runtime").fail("out_dir", "'" + rt_.out_dir + "' already holds a previous run (" + list +
+                                                "); --resume continues it, --force replaces it (or choose "
+                                                "another runtime.out_dir)");
+  }
+  // Only the files a run writes: out_dir may hold the user's own (a sweep's train.log, notes).
+  for (const char* f : kRunFiles) fs::remove(dir / f);
+  log_ << "--force: removed the previous run's files in " << rt_.out_dir << "\n";
+}
+
+// Refuses a config whose buffers cannot fit, before any large one is
+// allocated; `probe` is a one-env instance of the run's env type.
+void Run::check_memory(const VecEnv& probe) const {
+  const ConfigNode pol = exp_.section("policy");
+  MemoryInputs in;
+  in.num_envs = num_envs_;
+  in.actors = K_;
+  in.sync = rt_.sync;
+  in.chunk_len = al_.chunk_len;
+  in.minibatches = al_.minibatches;
+  in.obs_dim = spec_.obs_dim;
+  in.act_width = static_cast<int>(session_->info.act_width);
+  in.state_size = session_->info.state_size;
+  in.num_params = session_->info.num_params;
+  in.policy_type = session_->info.type ? session_->info.type : "";
+  in.d_model = pol.get<int>("d_model", PolicyConfig{}.d_model);  // the plugin has checked them by now
+  in.n_layers = pol.get<int>("n_layers", PolicyConfig{}.n_layers);
+  in.env_state_bytes = probe.save_state().size();
+  in.policy_on_device = session_->device == "cuda";
+  in.envs_on_device = gpu_envs_;
+  const MemoryEstimate e = estimate_training_memory(in);
+  const auto refuse = [&](size_t need, size_t have, const std::vector<std::pair<std::string, size_t>>& parts,
+                          const std::string& where) {
+    std::string detail;
+    for (const auto& [what, n] : parts) detail += (detail.empty() ? "" : ", ") + what + " " + format_bytes(n);
+    exp_.section("env").fail("num_envs", std::to_string(num_envs_) + " envs with algo.chunk_len " +
+                                             std::to_string(al_.chunk_len) + " need an estimated " +
+                                             format_bytes(need) + " of " + where + " memory (" + detail +
+                                             "), more than the " + format_bytes(have) +
+                                             " available; lower env.num_envs or algo.chunk_len (or raise "
+                                             "algo.minibatches)");
+  };
+  if (const auto have = host_memory_available(); have && e.host > *have)
+    refuse(e.host, *have, e.host_parts, "host");
+  if (in.policy_on_device)
+    if (const auto have = cuda_memory_available(); have && e.device > *have)
+      refuse(e.device, *have, e.device_parts, "GPU");
+}
+
 void Run::build() {
+  prepare_out_dir();
   fs::create_directories(rt_.out_dir);
   // Temp files of a run killed mid-write (checkpoint, config, curve) would pile up otherwise.
   if (const int stale = remove_stale_temp_files(rt_.out_dir))
     log_ << "removed " << stale << " temp file(s) left by a killed run in " << rt_.out_dir << "\n";
   session_ = load_plugins(exp_);  // first: plugins may add env types
-  auto first_env = make_vec_env(exp_.section("env"));  // validates the env section
-  spec_ = first_env->spec();
-  num_envs_ = first_env->num_envs();
+  // One env first: it validates the env section and gives the spec and an
+  // env's state size for the memory check, before B of them are allocated.
+  const auto probe = make_vec_env(env_share(exp_, 1));
+  spec_ = probe->spec();
+  num_envs_ = read_env_head(exp_.section("env")).num_envs;
   gpu_envs_ = check_env_backend();
   K_ = rt_.sync ? 1 : rt_.num_actors;
   const ConfigNode rtn = exp_.section("runtime"), aln = exp_.section("algo");
@@ -207,10 +283,12 @@ void Run::build() {
     log_ << "env.backend: cuda, but runtime.device: auto chose the CPU: the envs run on the CPU" << std::endl;
     gpu_envs_ = false;
   }
-  if (gpu_envs_) {
-    build_gpu_envs();
-    first_env.reset();
-  }
+  check_memory(*probe);
+  // Building a large batch takes a while: say what is happening.
+  constexpr int kLargeBatch = 100000;
+  if (num_envs_ >= kLargeBatch)
+    log_ << "building " << num_envs_ << " " << spec_.id << " envs (env.num_envs)..." << std::endl;
+  if (gpu_envs_) build_gpu_envs();
   // GPU envs have no host lanes to overlap: the whole chunk is one graph.
   lanes_ = !gpu_envs_ && overlap_envs(rt_, rtn, session_->device, Bk_) ? 2 : 1;
   for (int k = 0; k < (gpu_envs_ ? 0 : K_); ++k) {
@@ -220,13 +298,13 @@ void Run::build() {
     for (int h = 0; h < lanes_; ++h) {
       // One lane is the worker as it always was; each of two draws its own seed streams.
       const auto seed = [&](uint64_t s) { return lanes_ == 1 ? s : derive_seed(s, static_cast<uint64_t>(h)); };
-      auto env = K_ == 1 && lanes_ == 1 ? std::move(first_env) : make_vec_env(env_share(exp_, Bk_ / lanes_));
+      auto env = make_vec_env(env_share(exp_, Bk_ / lanes_));
       lanes.push_back({std::move(env), session_->policy->create_actor(Bk_ / lanes_, seed(actor_seed)), seed(env_seed)});
     }
     workers_.push_back(std::make_unique<RolloutWorker>(std::move(lanes)));
   }
   if (!gpu_envs_) learner_ = std::make_unique<LearnerLoop>(*session_->policy, al_, derive_seed(rt_.seed, 7), K_, Bk_);
-  ckpt_path_ = (fs::path(rt_.out_dir) / "checkpoint.safetensors").string();
+  ckpt_path_ = (fs::path(rt_.out_dir) / kCheckpointFile).string();
   curve_path_ = (fs::path(rt_.out_dir) / "curve.svg").string();
   write_file_atomically((fs::path(rt_.out_dir) / "config.yaml").string(), resolved_yaml() + "\n");
 }
@@ -352,6 +430,14 @@ void Run::save_checkpoint() {
   session_->policy->save(ckpt_path_, meta, extra);
 }
 
+// The curve goes with every checkpoint, so a run stopped at any point
+// (signal, crash after this) has a picture of what it reached.
+void Run::save_checkpoint_and_curve() {
+  save_checkpoint();
+  write_learning_curve_svg(curve_path_, spec_.id + " / " + exp_.section("policy").get<std::string>("type", "mamba1"),
+                           metrics_->curve());
+}
+
 void Run::restore(const std::string& path) {
   LoadedCheckpoint ck = session_->policy->load(path);
   const auto num = [&](const std::string& k) -> double {
@@ -450,7 +536,7 @@ void Run::after_update(const Chunk& c, const UpdateStats& st, double lr, long lo
          << " max " << fmt(s_.max_return, 2) << " | lag " << lag << " | loss " << fmt(m.loss, 4)
          << " pg " << fmt(m.pg_loss, 4) << " v " << fmt(m.v_loss, 4) << " ent " << fmt(m.entropy, 3)
          << " kl " << fmt(m.approx_kl, 4) << " clip " << fmt(m.clip_frac, 3) << std::endl;
-  if (rt_.checkpoint_every > 0 && s_.update % rt_.checkpoint_every == 0) save_checkpoint();
+  if (rt_.checkpoint_every > 0 && s_.update % rt_.checkpoint_every == 0) save_checkpoint_and_curve();
 }
 
 // One learner update on a chunk, shared by both loops: a non-finite update
@@ -647,10 +733,11 @@ TrainSummary Run::go() {
          << "other's actor step runs (runtime.overlap_envs: " << rt_.overlap_envs << ")" << std::endl;
   if (rt_.sync) run_sync();
   else run_async();
-  save_checkpoint();
-  write_learning_curve_svg(curve_path_, spec_.id + " / " + exp_.section("policy").get<std::string>("type", "mamba1"),
-                           metrics_->curve());
+  save_checkpoint_and_curve();
   TrainSummary sum;
+  // A signal that came after the last update of the budget stopped nothing.
+  sum.stopped_by_signal = budget_spent() ? 0 : stop_signal();
+  sum.update = s_.update;
   sum.mean_return = s_.mean_return();
   sum.env_steps = s_.env_steps;
   sum.episodes = s_.episodes;

@@ -11,6 +11,14 @@
 // when it was busy and at which of its env steps it got stuck. In either mode
 // runtime.overlap_envs may split each actor's envs in two halves whose env
 // steps overlap the other half's actor step (tools/rollout.hpp).
+//
+// Every mode checks between updates whether to stop: budget spent,
+// TrainOptions::stop_after_s, runtime.stop_after_updates, or a SIGINT/SIGTERM
+// (tools/stop_signals.hpp, when the caller installed the handlers); each ends
+// with the checkpoint, metrics and curve written. A run refuses to start in an
+// out_dir holding an earlier run's checkpoint or metrics unless resumed or
+// forced, and refuses a config whose estimated memory does not fit
+// (tools/memory_estimate.hpp).
 #pragma once
 
 #include <iosfwd>
@@ -23,6 +31,7 @@ namespace mambarl {
 struct TrainOptions {
   bool resume = false;
   std::string resume_from;  // empty: <out_dir>/checkpoint.safetensors
+  bool force = false;       // replace an earlier run in out_dir (its checkpoint, metrics, curve, config)
   double stop_after_s = 0;  // > 0: stop (with the final checkpoint) after this much wall time
 };
 
@@ -35,7 +44,13 @@ struct TrainSummary {
   size_t queue_high_water = 0;  // async mode: most chunks ever queued for the learner
   size_t queue_capacity = 0;    // its bound (runtime.queue_size); 0 in sync mode
   bool overlap_envs = false;    // each actor's envs stepped in two overlapped halves (runtime.overlap_envs)
+  long long update = 0;         // updates done, this run and any it resumed
+  int stopped_by_signal = 0;    // SIGINT/SIGTERM that stopped the run before its budget; 0 if none
 };
+
+// How `mambarl train` begins the line it prints after "final mean_return=..."
+// when a signal stopped the run (what `mambarl sweep --resume` looks for).
+inline constexpr const char* kInterruptedLine = "interrupted by ";
 
 TrainSummary run_training(const Experiment& exp, const TrainOptions& opts, std::ostream& log);
 
