@@ -36,8 +36,15 @@ const fs::path& work_dir() {
   return dir;
 }
 
+struct RemoveWorkDir {
+  ~RemoveWorkDir() {
+    std::error_code ec;
+    fs::remove_all(work_dir(), ec);
+  }
+};
+
 // `mambarl args...`; its output is kept in the work dir under `name`.
-Ran mambarl(const std::vector<std::string>& args, const std::string& name) {
+Ran run_mambarl(const std::vector<std::string>& args, const std::string& name) {
   std::vector<std::string> argv{MAMBARL_TEST_BIN};
   argv.insert(argv.end(), args.begin(), args.end());
   const std::string log = (work_dir() / (name + ".out")).string();
@@ -59,7 +66,7 @@ std::string config_path() {
 const std::string& checkpoint() {
   static const std::string path = [] {
     const fs::path out = work_dir() / "run";
-    const Ran r = mambarl({"train", config_path(), "algo.total_env_steps=2048", "runtime.out_dir=" + out.string()},
+    const Ran r = run_mambarl({"train", config_path(), "algo.total_env_steps=2048", "runtime.out_dir=" + out.string()},
                           "train");
     BOOST_REQUIRE_MESSAGE(r.exit_code == 0, "training failed:\n" << r.out);
     return (out / "checkpoint.safetensors").string();
@@ -71,7 +78,7 @@ const std::string& checkpoint() {
 const std::string& exported() {
   static const std::string path = [] {
     const std::string out = (work_dir() / "weights.safetensors").string();
-    const Ran r = mambarl({"export", checkpoint(), out}, "export");
+    const Ran r = run_mambarl({"export", checkpoint(), out}, "export");
     BOOST_REQUIRE_MESSAGE(r.exit_code == 0, "export failed:\n" << r.out);
     return out;
   }();
@@ -86,13 +93,15 @@ std::vector<std::string> episode_lines(const std::string& out) {
   return lines;
 }
 
+BOOST_TEST_GLOBAL_FIXTURE(RemoveWorkDir);
+
 #define CHECK_HAS(text, part) BOOST_TEST((text).find(part) != std::string::npos, "missing '" << (part) << "' in:\n" << (text))
 
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(deterministic_eval_repeats_with_the_same_seed) {
   const std::vector<std::string> args{"eval", checkpoint(), "--deterministic", "--episodes", "3", "--seed", "7"};
-  const Ran a = mambarl(args, "greedy_a"), b = mambarl(args, "greedy_b");
+  const Ran a = run_mambarl(args, "greedy_a"), b = run_mambarl(args, "greedy_b");
   BOOST_REQUIRE_MESSAGE(a.exit_code == 0, a.out);
   BOOST_REQUIRE_MESSAGE(b.exit_code == 0, b.out);
   BOOST_TEST(episode_lines(a.out).size() == 3u);
@@ -100,7 +109,7 @@ BOOST_AUTO_TEST_CASE(deterministic_eval_repeats_with_the_same_seed) {
 }
 
 BOOST_AUTO_TEST_CASE(render_shows_action_reward_and_return_per_step) {
-  const Ran r = mambarl({"eval", checkpoint(), "--render", "--episodes", "1", "--seed", "3"}, "render");
+  const Ran r = run_mambarl({"eval", checkpoint(), "--render", "--episodes", "1", "--seed", "3"}, "render");
   BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.out);
   CHECK_HAS(r.out, "--- episode 1 step 0\n");
   // CartPole: a discrete action and +1 per step, so the return counts the steps.
@@ -123,7 +132,7 @@ BOOST_AUTO_TEST_CASE(exported_weights_run_with_config_as_the_checkpoint_does) {
   std::vector<std::string> from_ckpt{"eval", checkpoint()}, from_export{"eval", exported(), "--config", config_path()};
   from_ckpt.insert(from_ckpt.end(), opts.begin(), opts.end());
   from_export.insert(from_export.end(), opts.begin(), opts.end());
-  const Ran c = mambarl(from_ckpt, "eval_checkpoint"), e = mambarl(from_export, "eval_export");
+  const Ran c = run_mambarl(from_ckpt, "eval_checkpoint"), e = run_mambarl(from_export, "eval_export");
   BOOST_REQUIRE_MESSAGE(c.exit_code == 0, c.out);
   BOOST_REQUIRE_MESSAGE(e.exit_code == 0, e.out);
   BOOST_TEST(episode_lines(e.out).size() == 2u);
@@ -131,23 +140,23 @@ BOOST_AUTO_TEST_CASE(exported_weights_run_with_config_as_the_checkpoint_does) {
 }
 
 BOOST_AUTO_TEST_CASE(exported_weights_without_config_are_refused) {
-  const Ran r = mambarl({"eval", exported()}, "export_no_config");
+  const Ran r = run_mambarl({"eval", exported()}, "export_no_config");
   BOOST_TEST(r.exit_code == 1);
   CHECK_HAS(r.out, exported() + " holds exported weights");
   CHECK_HAS(r.out, "--config <experiment.yaml>");
 }
 
 BOOST_AUTO_TEST_CASE(config_policy_that_differs_from_the_weights_names_the_key) {
-  const Ran r = mambarl({"eval", exported(), "--config", config_path(), "policy.d_model=48"}, "export_mismatch");
+  const Ran r = run_mambarl({"eval", exported(), "--config", config_path(), "policy.d_model=48"}, "export_mismatch");
   BOOST_TEST(r.exit_code == 1);
   CHECK_HAS(r.out, "policy.d_model: 48, but the weights in " + exported() + " were trained with 32");
-  const Ran t = mambarl({"eval", exported(), "--config", config_path(), "policy.type=gru"}, "export_type");
+  const Ran t = run_mambarl({"eval", exported(), "--config", config_path(), "policy.type=gru"}, "export_type");
   BOOST_TEST(t.exit_code == 1);
   CHECK_HAS(t.out, "policy.type: 'gru', but the weights in " + exported() + " are of a mlp policy");
 }
 
 BOOST_AUTO_TEST_CASE(a_checkpoint_with_config_is_refused) {
-  const Ran r = mambarl({"eval", checkpoint(), "--config", config_path()}, "checkpoint_config");
+  const Ran r = run_mambarl({"eval", checkpoint(), "--config", config_path()}, "checkpoint_config");
   BOOST_TEST(r.exit_code == 1);
   CHECK_HAS(r.out, "is a training checkpoint, which carries its own experiment");
 }
@@ -161,9 +170,9 @@ BOOST_AUTO_TEST_CASE(export_onto_its_input_is_refused) {
   const fs::path relative = fs::relative(checkpoint(), fs::current_path());
   for (const std::string& out : {checkpoint(), "./" + relative.string(), link.string()}) {
     BOOST_TEST_CONTEXT("output " << out) {
-      const Ran r = mambarl({"export", checkpoint(), out}, "export_self");
+      const Ran r = run_mambarl({"export", checkpoint(), out}, "export_self");
       BOOST_TEST(r.exit_code == 1);
-      CHECK_HAS(r.out, "export: the output '" + out + "' is the input checkpoint");
+      CHECK_HAS(r.out, "mambarl export: error: the output '" + out + "' is the input checkpoint");
       BOOST_TEST((read_text(checkpoint()) == before));
     }
   }
@@ -180,13 +189,13 @@ BOOST_AUTO_TEST_CASE(bad_option_values_are_named_with_exit_status_2) {
       {{"--seed", "5x"}, "--seed '5x': expected a whole number >= 0"},
       {{"--seed"}, "--seed: expected a value after it"},
       {{"--episodes"}, "--episodes: expected a value after it"},
-      {{"--greedy"}, "unexpected argument '--greedy'"},
+      {{"--greedy"}, "unexpected argument '--greedy' (see mambarl eval --help)"},
   };
   for (const auto& [args, message] : cases) {
     BOOST_TEST_CONTEXT(message) {
       std::vector<std::string> argv{"eval", "no-such-file.safetensors"};
       argv.insert(argv.end(), args.begin(), args.end());
-      const Ran r = mambarl(argv, "bad_args");
+      const Ran r = run_mambarl(argv, "bad_args");
       BOOST_TEST(r.exit_code == 2);
       CHECK_HAS(r.out, "mambarl eval: " + message + "\n");
       BOOST_TEST(r.out.find("stoi") == std::string::npos);

@@ -528,6 +528,7 @@ BOOST_AUTO_TEST_CASE(act_begin_end_misuse_is_refused) {
   CHECK_HAS(error_of([&] { a->set_weights(w, 1); }), "actor_set_weights: " + mid);
   CHECK_HAS(error_of([&] { a->get_rng(rng); }), "actor_get_rng: " + mid);
   CHECK_HAS(error_of([&] { a->set_rng(rng); }), "actor_set_rng: " + mid);
+  CHECK_HAS(error_of([&] { a->set_greedy(true); }), "actor_set_greedy: " + mid);
   CHECK_HAS(error_of([&] { a->enqueue_get_state(nullptr, state.data()); }),
             "actor_enqueue_get_state: " + mid);
   a->act_end(act.data(), logp.data(), val.data());
@@ -728,6 +729,30 @@ BOOST_AUTO_TEST_CASE(train_step_updates_and_skips_non_finite) {
 }
 
 // ---- checkpoints -------------------------------------------------------------------------
+
+// load_weights (what `mambarl eval` uses for exported files, which hold the
+// same named parameters and policy_config) takes the parameters alone; a
+// policy of another config refuses them and keeps its own.
+BOOST_AUTO_TEST_CASE(load_weights_takes_the_parameters_of_the_same_policy_config) {
+  auto a = make_policy("mamba1", 1);
+  const std::string path = scratch().file("weights_only.safetensors");
+  a->save(path, {}, {});
+  auto b = make_policy("mamba1", 2);
+  std::vector<float> wa, wb;
+  a->get_weights(wa);
+  b->get_weights(wb);
+  BOOST_TEST(!same_bits(wa, wb));
+  b->load_weights(path);
+  b->get_weights(wb);
+  BOOST_TEST(same_bits(wa, wb));
+
+  auto g = make_policy("gru");
+  std::vector<float> before, after;
+  g->get_weights(before);
+  CHECK_HAS(error_of([&] { g->load_weights(path); }), path + ": checkpoint was written by a different policy config");
+  g->get_weights(after);
+  BOOST_TEST(same_bits(before, after));
+}
 
 BOOST_AUTO_TEST_CASE(checkpoint_round_trip_is_bit_exact) {
   auto a = make_policy("mamba1", 1);

@@ -18,7 +18,7 @@ void export_weights(const std::string& checkpoint, const std::string& out_path) 
   // yet cannot be the input.
   std::error_code ec;
   MAMBARL_CHECK(!(std::filesystem::exists(out_path, ec) && std::filesystem::equivalent(checkpoint, out_path, ec)),
-                "export: the output '" << out_path << "' is the input checkpoint '" << checkpoint
+                "the output '" << out_path << "' is the input checkpoint '" << checkpoint
                                        << "' (the same file): choose another output path");
   const SafetensorsFile in = read_safetensors(checkpoint);
   SafetensorsFile out;
