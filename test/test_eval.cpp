@@ -66,8 +66,8 @@ std::string config_path() {
 const std::string& checkpoint() {
   static const std::string path = [] {
     const fs::path out = work_dir() / "run";
-    const Ran r = run_mambarl({"train", config_path(), "algo.total_env_steps=2048", "runtime.out_dir=" + out.string()},
-                          "train");
+    const Ran r = run_mambarl(
+        {"train", config_path(), "algo.total_env_steps=2048", "runtime.out_dir=" + out.string()}, "train");
     BOOST_REQUIRE_MESSAGE(r.exit_code == 0, "training failed:\n" << r.out);
     return (out / "checkpoint.safetensors").string();
   }();
@@ -89,18 +89,21 @@ const std::string& exported() {
 std::vector<std::string> episode_lines(const std::string& out) {
   std::vector<std::string> lines;
   const std::regex episode("^episode [0-9]+: return .*$", std::regex::multiline);
-  for (std::sregex_iterator it(out.begin(), out.end(), episode), end; it != end; ++it) lines.push_back(it->str());
+  for (std::sregex_iterator it(out.begin(), out.end(), episode), end; it != end; ++it)
+    lines.push_back(it->str());
   return lines;
 }
 
 BOOST_TEST_GLOBAL_FIXTURE(RemoveWorkDir);
 
-#define CHECK_HAS(text, part) BOOST_TEST((text).find(part) != std::string::npos, "missing '" << (part) << "' in:\n" << (text))
+#define CHECK_HAS(text, part) \
+  BOOST_TEST((text).find(part) != std::string::npos, "missing '" << (part) << "' in:\n" << (text))
 
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(deterministic_eval_repeats_with_the_same_seed) {
-  const std::vector<std::string> args{"eval", checkpoint(), "--deterministic", "--episodes", "3", "--seed", "7"};
+  const std::vector<std::string> args{"eval",   checkpoint(), "--deterministic", "--episodes", "3",
+                                      "--seed", "7"};
   const Ran a = run_mambarl(args, "greedy_a"), b = run_mambarl(args, "greedy_b");
   BOOST_REQUIRE_MESSAGE(a.exit_code == 0, a.out);
   BOOST_REQUIRE_MESSAGE(b.exit_code == 0, b.out);
@@ -129,7 +132,8 @@ BOOST_AUTO_TEST_CASE(render_shows_action_reward_and_return_per_step) {
 // come from the checkpoint or from the exported file plus the config.
 BOOST_AUTO_TEST_CASE(exported_weights_run_with_config_as_the_checkpoint_does) {
   const std::vector<std::string> opts{"--deterministic", "--episodes", "2", "--seed", "11"};
-  std::vector<std::string> from_ckpt{"eval", checkpoint()}, from_export{"eval", exported(), "--config", config_path()};
+  std::vector<std::string> from_ckpt{"eval", checkpoint()},
+      from_export{"eval", exported(), "--config", config_path()};
   from_ckpt.insert(from_ckpt.end(), opts.begin(), opts.end());
   from_export.insert(from_export.end(), opts.begin(), opts.end());
   const Ran c = run_mambarl(from_ckpt, "eval_checkpoint"), e = run_mambarl(from_export, "eval_export");
@@ -147,10 +151,12 @@ BOOST_AUTO_TEST_CASE(exported_weights_without_config_are_refused) {
 }
 
 BOOST_AUTO_TEST_CASE(config_policy_that_differs_from_the_weights_names_the_key) {
-  const Ran r = run_mambarl({"eval", exported(), "--config", config_path(), "policy.d_model=48"}, "export_mismatch");
+  const Ran r =
+      run_mambarl({"eval", exported(), "--config", config_path(), "policy.d_model=48"}, "export_mismatch");
   BOOST_TEST(r.exit_code == 1);
   CHECK_HAS(r.out, "policy.d_model: 48, but the weights in " + exported() + " were trained with 32");
-  const Ran t = run_mambarl({"eval", exported(), "--config", config_path(), "policy.type=gru"}, "export_type");
+  const Ran t =
+      run_mambarl({"eval", exported(), "--config", config_path(), "policy.type=gru"}, "export_type");
   BOOST_TEST(t.exit_code == 1);
   CHECK_HAS(t.out, "policy.type: 'gru', but the weights in " + exported() + " are of a mlp policy");
 }

@@ -21,8 +21,9 @@ const std::vector<std::string> kEvalOverrides = {"env.num_envs=1", "runtime.devi
 
 const std::string& metadata(const SafetensorsFile& f, const std::string& key) {
   const auto it = f.metadata.find(key);
-  MAMBARL_CHECK(it != f.metadata.end(),
-                f.source << ": no '" << key << "' metadata: not a file written by `mambarl train` or `mambarl export`");
+  MAMBARL_CHECK(
+      it != f.metadata.end(),
+      f.source << ": no '" << key << "' metadata: not a file written by `mambarl train` or `mambarl export`");
   return it->second;
 }
 
@@ -63,7 +64,8 @@ void check_policy_matches(const Experiment& exp, const YAML::Node& trained, cons
     const std::string key = kv.first.as<std::string>(), theirs = kv.second.as<std::string>();
     const std::string mine = ours[key] ? ours[key].as<std::string>() : "(not a key of this policy)";
     if (mine != theirs)
-      exp.section("policy").fail(key, mine + ", but the weights in " + weights + " were trained with " + theirs);
+      exp.section("policy").fail(key,
+                                 mine + ", but the weights in " + weights + " were trained with " + theirs);
   }
 }
 
@@ -92,9 +94,10 @@ EvalResult run_evaluation(const EvalOptions& opts, std::ostream& out) {
                             << " is a training checkpoint, which carries its own experiment; "
                                "drop --config (override its keys with key=value)");
   const YAML::Node trained = YAML::Load(metadata(file, "policy_config"));
-  const Experiment exp = exported ? experiment_for_export(opts, trained)
-                                  : parse_experiment(metadata(file, "experiment"),
-                                                     opts.weights + " (stored experiment)", eval_overrides(opts));
+  const Experiment exp = exported
+                             ? experiment_for_export(opts, trained)
+                             : parse_experiment(metadata(file, "experiment"),
+                                                opts.weights + " (stored experiment)", eval_overrides(opts));
 
   auto session = load_plugins(exp);
   auto env = make_vec_env(exp.section("env"));
