@@ -51,6 +51,7 @@ class CpuActorRole final : public ActorRole {
   void set_rngs(const Rng* rngs) override {
     std::memcpy(a_.rngs().data(), rngs, a_.rngs().size() * sizeof(Rng));
   }
+  void set_greedy(bool greedy) override { a_.set_greedy(greedy); }
   void enqueue_act(void*, const float*, const uint8_t*, float*, float*, float*) override {
     throw UnsupportedError(no_device("actor_enqueue_act"));
   }

@@ -64,6 +64,14 @@ class ActorRole {
   virtual void set_state(const float* state) = 0;
   virtual void get_rngs(Rng* rngs) = 0;  // (B) host
   virtual void set_rngs(const Rng* rngs) = 0;
+  // greedy: act() takes the distribution's mode instead of sampling (greedy
+  // evaluation). Only the CPU engine has it; the others refuse to turn it on,
+  // so no engine silently keeps sampling.
+  virtual void set_greedy(bool greedy) {
+    if (greedy)
+      throw UnsupportedError("actor_set_greedy: greedy actions are implemented by the CPU actor only; "
+                             "run with runtime.device=cpu");
+  }
 
   // act / peek_values / get_state on DEVICE pointers of the same shapes,
   // enqueued on `stream` (a cudaStream_t) with no host sync and no

@@ -20,9 +20,10 @@
 extern "C" {
 #endif
 
-#define MAMBARL_PLUGIN_ABI_VERSION 5u  /* 2: env factories; 3: dtype in create args, MAMBARL_UNSUPPORTED;
+#define MAMBARL_PLUGIN_ABI_VERSION 6u  /* 2: env factories; 3: dtype in create args, MAMBARL_UNSUPPORTED;
                                           4: split-phase and device-enqueued actor steps, device chunks;
-                                          5: peeks take the envs whose value is needed */
+                                          5: peeks take the envs whose value is needed;
+                                          6: load_weights (exported files), greedy actors */
 #define MAMBARL_PLUGIN_ENTRY "mambarl_plugin_register"
 
 #if defined(__GNUC__)
@@ -187,6 +188,17 @@ typedef struct mambarl_policy_vtable {
                                               mambarl_tensor needed, mambarl_tensor values);
   mambarl_status (*actor_enqueue_get_state)(mambarl_actor* a, void* stream,
                                             mambarl_tensor state /* (B, state_size) f32 */);
+
+  /* ---- evaluation (ABI 6) ------------------------------------------------------
+   * load_weights: the parameters alone, by name, from a checkpoint or a file
+   * written by `mambarl export` (whose policy_config metadata must be this
+   * policy's resolved config); the optimizer state is left as it is. On
+   * failure the policy is unchanged. Actors created later start from them.
+   * actor_set_greedy: greedy != 0 makes actor_act / actor_act_end take the
+   * distribution's mode (argmax of the logits; a Gaussian's mean) instead of
+   * sampling; an engine without it answers MAMBARL_UNSUPPORTED. */
+  mambarl_status (*load_weights)(mambarl_policy* p, const char* path);
+  mambarl_status (*actor_set_greedy)(mambarl_actor* a, int32_t greedy);
 } mambarl_policy_vtable;
 
 /* A named factory. probe() may refuse a device: MAMBARL_ERROR when this

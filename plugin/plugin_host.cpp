@@ -46,6 +46,8 @@ std::string missing_vtable_fields(const mambarl_policy_vtable& v) {
       {"actor_enqueue_act", v.actor_enqueue_act != nullptr},
       {"actor_enqueue_peek_values", v.actor_enqueue_peek_values != nullptr},
       {"actor_enqueue_get_state", v.actor_enqueue_get_state != nullptr},
+      {"load_weights", v.load_weights != nullptr},
+      {"actor_set_greedy", v.actor_set_greedy != nullptr},
   };
   std::string out;
   for (const auto& [name, ok] : fields)
@@ -361,6 +363,10 @@ void ActorHandle::set_rng(const std::vector<uint8_t>& bytes) {
   check(vt_->actor_set_rng(a_, view_u8(bytes.data(), {static_cast<int64_t>(bytes.size())})), "actor_set_rng");
 }
 
+void ActorHandle::set_greedy(bool greedy) {
+  check(vt_->actor_set_greedy(a_, greedy ? 1 : 0), "actor_set_greedy");
+}
+
 void ActorHandle::act_begin(const float* obs, const uint8_t* starts) {
   check(vt_->actor_act_begin(a_, view_f32(obs, {B_, obs_dim_}), view_u8(starts, {B_})), "actor_act_begin");
 }
@@ -522,6 +528,8 @@ LoadedCheckpoint PolicyHandle::load(const std::string& path) {
   }
   return std::move(sink.ck);
 }
+
+void PolicyHandle::load_weights(const std::string& path) { check(vt_->load_weights(p_, path.c_str()), "load_weights"); }
 
 std::unique_ptr<ActorHandle> PolicyHandle::create_actor(int num_envs, uint64_t seed) {
   mambarl_actor* a = nullptr;

@@ -131,6 +131,9 @@ class ActorHandle {
   long long weights_version() const { return version_; }
   void get_rng(std::vector<uint8_t>& bytes);          // resized to actor_rng_size()
   void set_rng(const std::vector<uint8_t>& bytes);
+  // true: act() takes the mode of the action distribution instead of sampling
+  // (ABI 6; an engine without it refuses with an Error saying why).
+  void set_greedy(bool greedy);
 
   // act() in two halves (ABI 4), so the caller can step envs while the actor
   // works: host buffers as in act(); obs/starts untouched until act_end().
@@ -186,6 +189,9 @@ class PolicyHandle {
             const std::vector<ExtraTensor>& extra);
   // On failure the policy is unchanged.
   LoadedCheckpoint load(const std::string& path);
+  // The parameters alone, from a checkpoint or an exported weights file (ABI 6);
+  // its policy config must be this policy's. On failure the policy is unchanged.
+  void load_weights(const std::string& path);
 
   std::unique_ptr<ActorHandle> create_actor(int num_envs, uint64_t seed);
 

@@ -24,6 +24,7 @@
 #include "plugin/engine_roles.hpp"
 #include "plugin/mambarl_plugin.h"
 #include "plugin/tensor_view.hpp"
+#include "policy/checkpoint.hpp"
 #include "policy/json.hpp"
 #include "policy/policy_config.hpp"
 #include "policy/safetensors.hpp"
@@ -409,6 +410,14 @@ mambarl_status load(mambarl_policy* p, const char* path, ExtraCallback on_extra,
   });
 }
 
+mambarl_status load_weights(mambarl_policy* p, const char* path) {
+  return guarded(p, [&](mambarl_policy& s) {
+    MAMBARL_CHECK(path != nullptr, "load_weights: null path");
+    const std::vector<float> w = read_weights(path, s.cfg, s.learner->shared_model()->layout());
+    s.learner->set_weights(w.data());
+  });
+}
+
 // ---- actor ------------------------------------------------------------------------
 
 mambarl_status actor_create(mambarl_policy* p, int32_t num_envs, uint64_t seed, mambarl_actor** out) {
@@ -519,6 +528,13 @@ mambarl_status actor_set_rng(mambarl_actor* a, mambarl_tensor bytes) {
 
 int64_t actor_rng_size(const mambarl_actor* a) { return a ? rng_bytes(*a) : 0; }
 
+mambarl_status actor_set_greedy(mambarl_actor* a, int32_t greedy) {
+  return guarded(a, [&](mambarl_actor& s) {
+    check_idle(s, "actor_set_greedy");
+    s.actor->set_greedy(greedy != 0);
+  });
+}
+
 mambarl_status actor_act_begin(mambarl_actor* a, mambarl_tensor obs, mambarl_tensor starts) {
   return guarded(a, [&](mambarl_actor& s) {
     check_idle(s, "actor_act_begin");
@@ -614,6 +630,8 @@ const mambarl_policy_vtable& vtable() {
     t.actor_enqueue_act = actor_enqueue_act;
     t.actor_enqueue_peek_values = actor_enqueue_peek_values;
     t.actor_enqueue_get_state = actor_enqueue_get_state;
+    t.load_weights = load_weights;
+    t.actor_set_greedy = actor_set_greedy;
     return t;
   }();
   return v;

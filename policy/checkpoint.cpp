@@ -25,6 +25,21 @@ std::string emit(const YAML::Node& n) {
   e << n;
   return e.c_str();
 }
+
+const std::string& metadata_of(const SafetensorsFile& f, const std::string& key, const std::string& path) {
+  const auto it = f.metadata.find(key);
+  MAMBARL_CHECK(it != f.metadata.end(), path << ": not a mambarl checkpoint (no '" << key << "' metadata)");
+  return it->second;
+}
+
+// The file's policy_config must be `policy`'s, or the weights mean something else.
+void check_policy_config(const SafetensorsFile& f, const PolicyConfig& policy, const std::string& path) {
+  const std::string& theirs = metadata_of(f, "policy_config", path);
+  const std::string mine = emit(policy.to_yaml());
+  MAMBARL_CHECK(theirs == mine, path << ": checkpoint was written by a different policy config:\n"
+                                     << theirs << "\nthis run's policy:\n"
+                                     << mine);
+}
 }  // namespace
 
 void write_checkpoint(const std::string& path, const PolicyConfig& policy, const ParamLayout& layout,
@@ -48,18 +63,10 @@ void write_checkpoint(const std::string& path, const PolicyConfig& policy, const
 SafetensorsFile read_checkpoint(const std::string& path, const PolicyConfig& policy,
                                 const ParamLayout& layout, LearnerState& out) {
   SafetensorsFile f = read_safetensors(path);
-  const auto meta = [&](const std::string& k) -> const std::string& {
-    auto it = f.metadata.find(k);
-    MAMBARL_CHECK(it != f.metadata.end(), path << ": not a mambarl checkpoint (no '" << k << "' metadata)");
-    return it->second;
-  };
+  const auto meta = [&](const std::string& k) -> const std::string& { return metadata_of(f, k, path); };
   MAMBARL_CHECK(meta("format") == kFormat,
                 path << ": checkpoint format '" << meta("format") << "', expected '" << kFormat << "'");
-  const std::string mine = emit(policy.to_yaml());
-  MAMBARL_CHECK(meta("policy_config") == mine,
-                path << ": checkpoint was written by a different policy config:\n"
-                     << meta("policy_config") << "\nthis run's policy:\n"
-                     << mine);
+  check_policy_config(f, policy, path);
   // Read everything into temporaries first, so a bad tensor leaves `out` untouched.
   LearnerState s;
   s.params.assign(layout.size(), 0.0f);
@@ -77,6 +84,14 @@ SafetensorsFile read_checkpoint(const std::string& path, const PolicyConfig& pol
   }
   out = std::move(s);
   return f;
+}
+
+std::vector<float> read_weights(const std::string& path, const PolicyConfig& policy, const ParamLayout& layout) {
+  const SafetensorsFile f = read_safetensors(path);
+  check_policy_config(f, policy, path);
+  std::vector<float> params(layout.size(), 0.0f);
+  for (const auto& p : layout.params()) load_tensor(f, p.name, p.shape, params.data() + p.offset, path);
+  return params;
 }
 
 }  // namespace mambarl

@@ -33,4 +33,9 @@ void write_checkpoint(const std::string& path, const PolicyConfig& policy, const
 SafetensorsFile read_checkpoint(const std::string& path, const PolicyConfig& policy,
                                 const ParamLayout& layout, LearnerState& out);
 
+// The parameters alone, by name, from a checkpoint or a file written by
+// `mambarl export`: its policy_config must equal `policy`'s and every
+// parameter must be there with this layout's shape. (num_params) floats.
+std::vector<float> read_weights(const std::string& path, const PolicyConfig& policy, const ParamLayout& layout);
+
 }  // namespace mambarl

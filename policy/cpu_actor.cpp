@@ -40,13 +40,15 @@ void CpuActor::act(const float* obs, const uint8_t* episode_start, float* action
     Rng& rng = rngs_[static_cast<size_t>(b)];
     if (spec.head.discrete) {
       Categorical<float>::log_probs(h, A, logp_scratch_.data());
-      const int a = Categorical<float>::sample(logp_scratch_.data(), A, rng);
+      const int a =
+          greedy_ ? Categorical<float>::mode(h, A) : Categorical<float>::sample(logp_scratch_.data(), A, rng);
       actions[b] = static_cast<float>(a);
       logp[b] = logp_scratch_[static_cast<size_t>(a)];
     } else {
       const float* log_std = P.ptr(model_->log_std_id());
       float* a = actions + static_cast<size_t>(b) * A;
-      for (int j = 0; j < A; ++j) a[j] = h[j] + std::exp(log_std[j]) * static_cast<float>(rng.normal());
+      for (int j = 0; j < A; ++j)
+        a[j] = greedy_ ? h[j] : h[j] + std::exp(log_std[j]) * static_cast<float>(rng.normal());
       logp[b] = DiagGaussian<float>::log_prob(h, log_std, a, A);
     }
     values[b] = values_[b];

@@ -1,5 +1,6 @@
 // The actor role on the CPU: one recurrent state slot per env, the T=1 step
-// with per-env reset on episode_start, and action sampling. Holds its own copy
+// with per-env reset on episode_start, and action sampling (or, for greedy
+// evaluation, the distribution's mode from the same forward pass). Holds its own copy
 // of the weights (refreshed from the learner with a version number), so actor
 // threads never read weights the learner is writing.
 #pragma once
@@ -21,6 +22,9 @@ class CpuActor {
   long long weights_version() const { return version_; }
 
   void reset(const uint8_t* mask);  // (B)
+  // greedy: act() takes the mode (argmax of the logits, the Gaussian's mean)
+  // instead of sampling; the Rngs are not drawn from. logp is that action's.
+  void set_greedy(bool greedy) { greedy_ = greedy; }
   // obs (B, obs_dim), episode_start (B) -> actions (B, act_width), logp (B), values (B).
   // Env b with episode_start[b] = 1 has its state zeroed before the step.
   void act(const float* obs, const uint8_t* episode_start, float* actions, float* logp,
@@ -36,6 +40,7 @@ class CpuActor {
   int B_;
   AlignedVec<float> params_;
   long long version_ = -1;
+  bool greedy_ = false;
   AlignedVec<float> state_, peek_state_;  // (B, state_size)
   std::vector<Rng> rngs_;
   std::vector<uint8_t> no_starts_;       // (B) zeros, for peek

@@ -1,6 +1,6 @@
 // Action distributions of the policy head: categorical over logits and
 // diagonal Gaussian (mean from the head, log σ a free parameter). Shared by
-// the actor (sampling, log-prob) and the PPO loss (log-prob, entropy and
+// the actor (sampling or the greedy mode, log-prob) and the PPO loss (log-prob, entropy and
 // their gradients), so both use the same formulas.
 #pragma once
 
@@ -32,6 +32,14 @@ struct Categorical {
       if (u < c) return i;
     }
     return n - 1;  // rounding: the cumulative sum may end just below 1
+  }
+  // The most probable action (greedy evaluation); the first on ties, as
+  // numpy's argmax. Works on logits or log p alike: log-softmax keeps the order.
+  static int mode(const S* x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; ++i)
+      if (x[i] > x[best]) best = i;
+    return best;
   }
   static S entropy(const S* logp, int n) {
     S h = 0;

@@ -2,6 +2,7 @@
 #define BOOST_TEST_MODULE model
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include "policy/adamw.hpp"
@@ -167,6 +168,52 @@ BOOST_AUTO_TEST_CASE(actor_steps_equal_learner_chunk) {
         // batched-vs-single-row GEMM only.
         BOOST_CHECK_SMALL(lp[static_cast<int>(act[static_cast<size_t>(i)])] - logp[static_cast<size_t>(i)], 1e-5f);
         BOOST_CHECK_SMALL(values[i] - val[static_cast<size_t>(i)], 1e-5f);
+      }
+    }
+  }
+}
+
+// Greedy actions (`mambarl eval --deterministic`) are the mode of the head
+// the actor computes: the argmax of the logits, the Gaussian's mean. The
+// reference replays the actor's own T=1 forward on a copy of its state, so the
+// heads are the same bits and the comparison is exact; greedy actors with
+// different seeds agree, since no Rng is drawn.
+BOOST_AUTO_TEST_CASE(greedy_actor_takes_the_mode_of_its_head) {
+  for (const bool discrete : {true, false}) {
+    BOOST_TEST_CONTEXT((discrete ? "categorical" : "gaussian") << " head") {
+      const int T = 6, B = 4, O = 3, A = 3;
+      const HeadSpec head{discrete, A};
+      CpuLearner learner(tiny_policy("mamba1"), O, head, PpoLossConfig{}, AdamWConfig{}, 5);
+      const auto& m = learner.model();
+      const float* w = learner.params().data();
+      CpuActor greedy(learner.shared_model(), B, 6), other_seed(learner.shared_model(), B, 7);
+      for (CpuActor* a : {&greedy, &other_seed}) {
+        a->set_weights(w, learner.params().size(), 1);
+        a->set_greedy(true);
+      }
+      auto cache = m.make_cache();
+      std::vector<float> state(static_cast<size_t>(B) * m.state_size(), 0.0f);  // (B, state_size)
+      Mat<float> logits;                                                       // (B, A)
+      Vec<float> values;                                                       // (B)
+      Rng rng(8, 0);
+      std::vector<float> obs(static_cast<size_t>(B * O)), act(static_cast<size_t>(B * head.act_width())),
+          act2(act.size()), logp(static_cast<size_t>(B)), val(static_cast<size_t>(B));
+      std::vector<uint8_t> starts(static_cast<size_t>(B), 1);
+      for (int t = 0; t < T; ++t) {
+        for (auto& o : obs) o = static_cast<float>(rng.normal());
+        m.forward(w, ConstMatMap<float>(obs.data(), B, O), starts.data(), 1, B, state.data(), cache, logits, values);
+        greedy.act(obs.data(), starts.data(), act.data(), logp.data(), val.data());
+        other_seed.act(obs.data(), starts.data(), act2.data(), logp.data(), val.data());
+        BOOST_TEST(act == act2, boost::test_tools::per_element());
+        for (int b = 0; b < B; ++b) {
+          const float* h = logits.data() + b * A;
+          if (discrete) {
+            BOOST_TEST(act[static_cast<size_t>(b)] == static_cast<float>(std::max_element(h, h + A) - h));
+          } else {
+            for (int j = 0; j < A; ++j) BOOST_TEST(act[static_cast<size_t>(b * A + j)] == h[j]);
+          }
+        }
+        std::fill(starts.begin(), starts.end(), 0);
       }
     }
   }

@@ -228,20 +228,20 @@ BOOST_AUTO_TEST_CASE(factory_with_wrong_abi_version) {
   BOOST_TEST(r.policy_names().empty());
 }
 
-// Plugins built before the bump to ABI 5 (the peeks gained the needed-env
-// mask, a changed signature) are refused by name, whether the entry point or
-// a factory says so.
+// Plugins built before the bump to ABI 6 (their vtables end before
+// load_weights and actor_set_greedy) are refused by name, whether the entry
+// point or a factory says so.
 BOOST_AUTO_TEST_CASE(plugins_of_the_previous_abi_are_refused) {
-  BOOST_TEST(MAMBARL_PLUGIN_ABI_VERSION == 5u);
+  BOOST_TEST(MAMBARL_PLUGIN_ABI_VERSION == 6u);
   PluginRegistry r;
-  const std::string built = fake("fake_plugin_abi4");
+  const std::string built = fake("fake_plugin_abi5");
   std::string msg = error_of([&] { r.load(built); });
   CHECK_HAS(msg, built);
-  CHECK_HAS(msg, "built for another ABI version (it refused host ABI version 5)");
-  const std::string factory = fake("fake_plugin_factory_abi4");
+  CHECK_HAS(msg, "built for another ABI version (it refused host ABI version 6)");
+  const std::string factory = fake("fake_plugin_factory_abi5");
   msg = error_of([&] { r.load(factory); });
   CHECK_HAS(msg, factory);
-  CHECK_HAS(msg, "registered a factory with abi_version 4 (expected 5)");
+  CHECK_HAS(msg, "registered a factory with abi_version 5 (expected 6)");
   BOOST_TEST(r.policy_names().empty());
 }
 
@@ -528,6 +528,7 @@ BOOST_AUTO_TEST_CASE(act_begin_end_misuse_is_refused) {
   CHECK_HAS(error_of([&] { a->set_weights(w, 1); }), "actor_set_weights: " + mid);
   CHECK_HAS(error_of([&] { a->get_rng(rng); }), "actor_get_rng: " + mid);
   CHECK_HAS(error_of([&] { a->set_rng(rng); }), "actor_set_rng: " + mid);
+  CHECK_HAS(error_of([&] { a->set_greedy(true); }), "actor_set_greedy: " + mid);
   CHECK_HAS(error_of([&] { a->enqueue_get_state(nullptr, state.data()); }),
             "actor_enqueue_get_state: " + mid);
   a->act_end(act.data(), logp.data(), val.data());
@@ -728,6 +729,30 @@ BOOST_AUTO_TEST_CASE(train_step_updates_and_skips_non_finite) {
 }
 
 // ---- checkpoints -------------------------------------------------------------------------
+
+// load_weights (what `mambarl eval` uses for exported files, which hold the
+// same named parameters and policy_config) takes the parameters alone; a
+// policy of another config refuses them and keeps its own.
+BOOST_AUTO_TEST_CASE(load_weights_takes_the_parameters_of_the_same_policy_config) {
+  auto a = make_policy("mamba1", 1);
+  const std::string path = scratch().file("weights_only.safetensors");
+  a->save(path, {}, {});
+  auto b = make_policy("mamba1", 2);
+  std::vector<float> wa, wb;
+  a->get_weights(wa);
+  b->get_weights(wb);
+  BOOST_TEST(!same_bits(wa, wb));
+  b->load_weights(path);
+  b->get_weights(wb);
+  BOOST_TEST(same_bits(wa, wb));
+
+  auto g = make_policy("gru");
+  std::vector<float> before, after;
+  g->get_weights(before);
+  CHECK_HAS(error_of([&] { g->load_weights(path); }), path + ": checkpoint was written by a different policy config");
+  g->get_weights(after);
+  BOOST_TEST(same_bits(before, after));
+}
 
 BOOST_AUTO_TEST_CASE(checkpoint_round_trip_is_bit_exact) {
   auto a = make_policy("mamba1", 1);

@@ -6,6 +6,7 @@
 
 #include "kernels/check.hpp"
 #include "tools/bench.hpp"
+#include "tools/cli_args.hpp"
 #include "tools/evaluate.hpp"
 #include "tools/export.hpp"
 #include "tools/stop_signals.hpp"
@@ -20,12 +21,14 @@ const char* kUsage =
     "commands:\n"
     "  train <config.yaml> [key=value ...] [--resume [checkpoint] | --force]\n"
     "        train the experiment; dotted overrides like policy.d_model=128 runtime.out_dir=runs/x\n"
-    "  eval <checkpoint> [--episodes N] [--render] [--seed S] [key=value ...]\n"
-    "        run a trained checkpoint on fresh envs\n"
+    "  eval <checkpoint> [--episodes N] [--deterministic] [--render] [--seed S] [key=value ...]\n"
+    "  eval <weights.safetensors> --config <config.yaml> [...]\n"
+    "        run a trained checkpoint, or exported weights in an experiment's env, on fresh envs\n"
     "  bench rollout|train|e2e [--device cpu|cuda] [...]   print one JSON object of timings\n"
     "  bench soak [config.yaml] [--minutes M] [...]   memory over a long async run: JSON + SVG plot\n"
     "  export <checkpoint> <out.safetensors>\n"
     "        write the weights alone (no optimizer or runner state) for PyTorch / HF tooling\n"
+    "        and `mambarl eval --config`; the output may not be the checkpoint itself\n"
     "  sweep <sweep.yaml> [--jobs N] [--out DIR] [--dry-run] [key=value ...]\n"
     "        train a grid of configs x seeds; write runs.csv, results.md and learning-curve plots\n"
     "each command answers --help\n";
@@ -96,28 +99,36 @@ int cmd_train(int argc, char** argv) {
 
 int cmd_eval(int argc, char** argv) {
   if (wants_help(argc, argv) || argc < 3) {
-    std::cout << "usage: mambarl eval <checkpoint> [--episodes N] [--render] [--seed S] [key=value ...]\n"
-                 "  Runs the policy of a checkpoint written by `mambarl train` on one fresh env\n"
-                 "  (the experiment config is read from the checkpoint) and prints each episode's\n"
-                 "  return; --render prints a text frame per step.\n";
+    std::cout << "usage: mambarl eval <checkpoint> [options] [key=value ...]\n"
+                 "       mambarl eval <weights.safetensors> --config <config.yaml> [options] [key=value ...]\n"
+                 "  Runs a trained policy on one fresh env, on the CPU, and prints each episode's return\n"
+                 "  and length, then: eval mean_return=<x> episodes=<n>.\n"
+                 "  A checkpoint of `mambarl train` carries its experiment; weights written by\n"
+                 "  `mambarl export` need --config, whose env is used and whose policy section must\n"
+                 "  agree with the weights (keys it leaves out come from the weights).\n"
+                 "  --episodes N      episodes to run, a whole number >= 1 (default 10)\n"
+                 "  --seed S          env reset and sampling seed, a whole number >= 0 (default 12345)\n"
+                 "  --deterministic   greedy actions: argmax of the logits / the Gaussian's mean\n"
+                 "  --render          per step: the env's text frame, the action, the reward and\n"
+                 "                    the episode's return so far\n"
+                 "  --config FILE     the experiment for exported weights\n";
     return argc < 3 ? 2 : 0;
   }
   mambarl::EvalOptions o;
-  o.checkpoint = argv[2];
+  o.weights = argv[2];
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
-    const auto next = [&]() -> std::string {
-      MAMBARL_CHECK(i + 1 < argc, "mambarl eval: " << a << " needs a value");
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw mambarl::UsageError(a + ": expected a value after it");
       return argv[++i];
     };
-    if (a == "--episodes") o.episodes = std::stoi(next());
+    if (a == "--episodes") o.episodes = mambarl::parse_whole_number(a, value(), 1);
+    else if (a == "--seed") o.seed = mambarl::parse_whole_number<uint64_t>(a, value(), 0);
+    else if (a == "--config") o.config = value();
     else if (a == "--render") o.render = true;
-    else if (a == "--seed") o.seed = std::stoull(next());
+    else if (a == "--deterministic") o.deterministic = true;
     else if (a.find('=') != std::string::npos) o.overrides.push_back(a);
-    else {
-      std::cerr << "mambarl eval: unexpected argument '" << a << "'\n";
-      return 2;
-    }
+    else throw mambarl::UsageError("unexpected argument '" + a + "' (see mambarl eval --help)");
   }
   mambarl::run_evaluation(o, std::cout);
   return 0;
@@ -127,7 +138,9 @@ int cmd_export(int argc, char** argv) {
   if (wants_help(argc, argv) || argc != 4) {
     std::cout << "usage: mambarl export <checkpoint> <out.safetensors>\n"
                  "  Writes the policy weights alone, under their model names\n"
-                 "  (layers.0.mixer.in_proj.weight, ...), with the policy config as metadata.\n";
+                 "  (layers.0.mixer.in_proj.weight, ...), with the policy config as metadata;\n"
+                 "  run them with mambarl eval <out.safetensors> --config <config.yaml>.\n"
+                 "  An output that is the checkpoint itself (same path, a link to it) is refused.\n";
     return argc != 4 ? 2 : 0;
   }
   mambarl::export_weights(argv[2], argv[3]);
@@ -150,6 +163,9 @@ int main(int argc, char** argv) {
     if (cmd == "export") return cmd_export(argc, argv);
     if (cmd == "sweep") return mambarl::run_sweep(argc, argv, std::cout);
     std::cerr << "mambarl: unknown command '" << cmd << "'\n" << kUsage;
+    return 2;
+  } catch (const mambarl::UsageError& e) {
+    std::cerr << "mambarl " << cmd << ": " << e.what() << std::endl;
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "mambarl " << cmd << ": error: " << e.what() << std::endl;

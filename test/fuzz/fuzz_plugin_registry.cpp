@@ -89,6 +89,8 @@ const mambarl_policy_factory* policy_factory(Plugin& p) {
   maybe(v.actor_enqueue_act, present & (1u << 27));
   maybe(v.actor_enqueue_peek_values, present & (1u << 28));
   maybe(v.actor_enqueue_get_state, present & (1u << 29));
+  maybe(v.load_weights, present & (1u << 30));
+  maybe(v.actor_set_greedy, present & (1u << 31));
   mambarl_policy_factory& f = p.policies.emplace_back();
   f.abi_version = abi_version(in);
   f.name = name(p);

@@ -60,6 +60,8 @@ mambarl_policy_vtable make_vtable() {
   v.actor_enqueue_act = refuse;
   v.actor_enqueue_peek_values = refuse;
   v.actor_enqueue_get_state = refuse;
+  v.load_weights = refuse;
+  v.actor_set_greedy = refuse;
   return v;
 }
 
