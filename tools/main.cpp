@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/check.hpp"
+#include "kernels/config_node.hpp"
 #include "tools/bench.hpp"
 #include "tools/evaluate.hpp"
 #include "tools/export.hpp"
@@ -17,7 +18,8 @@ const char* kUsage =
     "usage: mambarl <command> [args]\n"
     "commands:\n"
     "  train <config.yaml> [key=value ...] [--resume [checkpoint]]\n"
-    "        train the experiment; dotted overrides like policy.d_model=128 runtime.out_dir=runs/x\n"
+    "        train the experiment; dotted overrides like policy.d_model=128 runtime.out_dir=runs/x,\n"
+    "        deletions like ~policy.d_state\n"
     "  eval <checkpoint> [--episodes N] [--render] [--seed S] [key=value ...]\n"
     "        run a trained checkpoint on fresh envs\n"
     "  bench rollout|train|e2e [--device cpu|cuda] [...]   print one JSON object of timings\n"
@@ -38,8 +40,10 @@ int cmd_train(int argc, char** argv) {
   if (wants_help(argc, argv) || argc < 3) {
     std::cout << "usage: mambarl train <config.yaml> [key=value ...] [--resume [checkpoint]]\n"
                  "  Trains the experiment. Overrides use dotted keys (env.num_envs=32, algo.lr=1e-3,\n"
-                 "  runtime.out_dir=runs/x). Writes <out_dir>/metrics.csv, curve.svg, config.yaml and\n"
-                 "  checkpoint.safetensors; --resume continues from the checkpoint (bit-exact in sync mode).\n"
+                 "  runtime.out_dir=runs/x); ~key deletes a key (~policy.d_state, e.g. after\n"
+                 "  policy.type=gru on a mamba1 config). Writes <out_dir>/metrics.csv, curve.svg,\n"
+                 "  config.yaml and checkpoint.safetensors; --resume continues from the checkpoint\n"
+                 "  (bit-exact in sync mode).\n"
                  "  Ends with: final mean_return=<x> env_steps=<n> wall_s=<s>\n";
     return argc < 3 ? 2 : 0;
   }
@@ -49,13 +53,13 @@ int cmd_train(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--resume") {
       opts.resume = true;
-      if (i + 1 < argc && std::string(argv[i + 1]).find('=') == std::string::npos &&
-          std::strncmp(argv[i + 1], "--", 2) != 0)
+      if (i + 1 < argc && !mambarl::is_override(argv[i + 1]) && std::strncmp(argv[i + 1], "--", 2) != 0)
         opts.resume_from = argv[++i];
-    } else if (a.find('=') != std::string::npos) {
+    } else if (mambarl::is_override(a)) {
       overrides.push_back(a);
     } else {
-      std::cerr << "mambarl train: unexpected argument '" << a << "' (overrides look like key=value)\n";
+      std::cerr << "mambarl train: unexpected argument '" << a
+                << "' (overrides look like key=value, deletions like ~key)\n";
       return 2;
     }
   }
@@ -87,7 +91,7 @@ int cmd_eval(int argc, char** argv) {
     if (a == "--episodes") o.episodes = std::stoi(next());
     else if (a == "--render") o.render = true;
     else if (a == "--seed") o.seed = std::stoull(next());
-    else if (a.find('=') != std::string::npos) o.overrides.push_back(a);
+    else if (mambarl::is_override(a)) o.overrides.push_back(a);
     else {
       std::cerr << "mambarl eval: unexpected argument '" << a << "'\n";
       return 2;
