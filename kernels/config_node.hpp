@@ -42,7 +42,10 @@ class ConfigNode {
   // `overrides`: what apply_overrides() did to the tree `node` belongs to (null: none).
   ConfigNode(YAML::Node node, std::string file, std::string path = "",
              std::shared_ptr<const OverrideLog> overrides = nullptr)
-      : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)), overrides_(std::move(overrides)) {}
+      : node_(std::move(node)),
+        file_(std::move(file)),
+        path_(std::move(path)),
+        overrides_(std::move(overrides)) {}
 
   const YAML::Node& yaml() const { return node_; }
   const std::string& file() const { return file_; }
@@ -73,8 +76,8 @@ class ConfigNode {
   // The sub-map at `key` (an undefined node when absent; get() then gives defaults).
   ConfigNode child(const std::string& key) const {
     if (has(key) && !node_[key].IsMap() && !node_[key].IsNull()) fail(key, "expected a map");
-    return ConfigNode(has(key) ? node_[key] : YAML::Node(YAML::NodeType::Undefined), file_,
-                      key_path(key), overrides_);
+    return ConfigNode(has(key) ? node_[key] : YAML::Node(YAML::NodeType::Undefined), file_, key_path(key),
+                      overrides_);
   }
 
   template <typename T>
@@ -123,7 +126,8 @@ class ConfigNode {
     const std::string k = key_text(unknown.front());
     const OverrideLog::Entry* o = override_of(k);
     std::ostringstream os;
-    os << (o ? o->source : located(file_, unknown.front().Mark())) << ": " << key_path(k) << ": unknown key (known: ";
+    os << (o ? o->source : located(file_, unknown.front().Mark())) << ": " << key_path(k)
+       << ": unknown key (known: ";
     for (size_t i = 0; i < known.size(); ++i) os << (i ? ", " : "") << known[i];
     os << ")" << type_switch_hint(unknown);
     throw ConfigError(os.str());

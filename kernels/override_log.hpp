@@ -41,7 +41,8 @@ class OverrideLog {
  private:
   // `path` is `root` or a key below it ("algo.lr" is within "algo", "algorithm" is not).
   static bool within(const std::string& path, const std::string& root) {
-    return path.compare(0, root.size(), root) == 0 && (path.size() == root.size() || path[root.size()] == '.');
+    return path.compare(0, root.size(), root) == 0 &&
+           (path.size() == root.size() || path[root.size()] == '.');
   }
 
   std::vector<Entry> entries_;

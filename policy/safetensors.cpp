@@ -346,8 +346,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
   // interrupted copy; they are told apart by whether the header would begin
   // with the '{' of a JSON object.
   MAMBARL_USER_CHECK(file_size > 0, path << " is empty, not a safetensors checkpoint");
-  MAMBARL_USER_CHECK(file_size >= 8, path << " is truncated or not a safetensors checkpoint: it has " << file_size
-                                          << " bytes, fewer than the 8 of the header length");
+  MAMBARL_USER_CHECK(file_size >= 8, path << " is truncated or not a safetensors checkpoint: it has "
+                                          << file_size << " bytes, fewer than the 8 of the header length");
   uint8_t len[8];
   read_exact(fd.get(), 0, len, sizeof len, path);
   uint64_t n = 0;
@@ -355,11 +355,12 @@ SafetensorsFile read_safetensors(const std::string& path) {
   char first = '{';  // a file that ends after the length field has its header cut off
   if (file_size > 8) read_exact(fd.get(), 8, &first, 1, path);
   MAMBARL_USER_CHECK(n <= kMaxHeaderBytes && first == '{',
-                     path << " is not a safetensors checkpoint (its first 8 bytes give a header length of " << n
-                          << " bytes" << (n > kMaxHeaderBytes ? ", above the limit of 100 MiB" : "")
+                     path << " is not a safetensors checkpoint (its first 8 bytes give a header length of "
+                          << n << " bytes" << (n > kMaxHeaderBytes ? ", above the limit of 100 MiB" : "")
                           << (first != '{' ? ", and the header does not start with '{'" : "") << ")");
-  MAMBARL_USER_CHECK(n <= file_size - 8, path << " is truncated: its header says " << n << " bytes, the file has "
-                                              << file_size - 8 << " after the 8-byte length");
+  MAMBARL_USER_CHECK(n <= file_size - 8, path << " is truncated: its header says " << n
+                                              << " bytes, the file has " << file_size - 8
+                                              << " after the 8-byte length");
   MAMBARL_CHECK(n > 0, path << ": header is empty, expected a JSON object");
 
   std::string header(n, '\0');

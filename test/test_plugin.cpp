@@ -330,7 +330,8 @@ BOOST_AUTO_TEST_CASE(bad_options_name_file_and_key) {
       if (c.overrides.empty()) {
         CHECK_HAS(msg, args.file);
       } else {
-        BOOST_TEST(msg.rfind("command line: override '" + c.overrides[0] + "': " + c.key + ": ", 0) == 0u, msg);
+        BOOST_TEST(msg.rfind("command line: override '" + c.overrides[0] + "': " + c.key + ": ", 0) == 0u,
+                   msg);
         BOOST_TEST(msg.find(args.file) == std::string::npos, msg);
       }
     }

@@ -230,16 +230,19 @@ BOOST_AUTO_TEST_CASE(deletion_overrides_and_errors_naming_the_override) {
              "command line: override '~algo.nothing': algo.nothing is not in the config (nothing to delete)");
   BOOST_TEST(refused({"~algo.lr.x"}) ==
              "command line: override '~algo.lr.x': algo.lr.x is not in the config (nothing to delete)");
-  BOOST_TEST(refused({"~algo.lr=1"}) == "command line: override '~algo.lr=1': a deletion takes no value (write ~key.path)");
+  BOOST_TEST(refused({"~algo.lr=1"}) ==
+             "command line: override '~algo.lr=1': a deletion takes no value (write ~key.path)");
   BOOST_TEST(refused({"~env"}) == "command line: override '~env': env: required section is missing");
   BOOST_TEST(refused({"algo.lr=-1"}) ==
              "command line: override 'algo.lr=-1': algo.lr: value -1 is out of range [0, 1]");
   BOOST_TEST(refused({"algo={lr: 2}"}) ==
              "command line: override 'algo={lr: 2}': algo.lr: value 2 is out of range [0, 1]");
   BOOST_TEST(refused({"algo=[1]"}) == "command line: override 'algo=[1]': algo: expected a map");
-  BOOST_TEST(refused({"runtime.device=tpu"}) ==
-             "command line: override 'runtime.device=tpu': runtime.device: 'tpu' is not one of cpu|cuda|auto");
-  BOOST_TEST(refused({"algo.lrr=1"}).rfind("command line: override 'algo.lrr=1': algo.lrr: unknown key (known: ", 0) == 0u);
+  BOOST_TEST(
+      refused({"runtime.device=tpu"}) ==
+      "command line: override 'runtime.device=tpu': runtime.device: 'tpu' is not one of cpu|cuda|auto");
+  BOOST_TEST(refused({"algo.lrr=1"})
+                 .rfind("command line: override 'algo.lrr=1': algo.lrr: unknown key (known: ", 0) == 0u);
   // A key the override did not touch is still named at its line in the file.
   std::ofstream(path) << "env: {type: cartpole}\npolicy: {type: mamba1}\nalgo: {lr: 0.5, epochs: 0}\n";
   BOOST_TEST(refused({"algo.lr=0.1"}) == path + ":3:25: algo.epochs: value 0 is out of range [1, 1000]");
@@ -261,19 +264,24 @@ BOOST_AUTO_TEST_CASE(switching_the_type_by_override_says_how_to_drop_the_old_key
     overrides.push_back(plugin);
     return error_of([&] { validate_experiment(load_experiment(path, overrides)); });
   };
-  BOOST_TEST(refused({"policy.type=gru"}) ==
-             path + ":2:49: policy.d_state: unknown key (known: type, d_model, n_layers, log_std_init); "
-                    "policy.type was switched from mamba1 by the override 'policy.type=gru': d_state, expand are not "
-                    "gru keys; drop them with ~policy.d_state ~policy.expand");
+  BOOST_TEST(
+      refused({"policy.type=gru"}) ==
+      path +
+          ":2:49: policy.d_state: unknown key (known: type, d_model, n_layers, log_std_init); "
+          "policy.type was switched from mamba1 by the override 'policy.type=gru': d_state, expand are not "
+          "gru keys; drop them with ~policy.d_state ~policy.expand");
   const std::string env_hint = refused({"env.type=cartpole"});
   BOOST_TEST(env_hint.rfind(path + ":1:20: env.length: unknown key (known: ", 0) == 0u, env_hint);
-  BOOST_TEST(env_hint.find("; env.type was switched from tmaze by the override 'env.type=cartpole': length is not a "
-                           "cartpole key; drop it with ~env.length") != std::string::npos, env_hint);
+  BOOST_TEST(
+      env_hint.find("; env.type was switched from tmaze by the override 'env.type=cartpole': length is not a "
+                    "cartpole key; drop it with ~env.length") != std::string::npos,
+      env_hint);
   // A key the override itself added is named by its override, with no hint to drop it.
-  BOOST_TEST(refused({"env.type=cartpole", "~env.length", "env.size=3"}).rfind(
-                 "command line: override 'env.size=3': env.size: unknown key (known: ", 0) == 0u);
+  BOOST_TEST(refused({"env.type=cartpole", "~env.length", "env.size=3"})
+                 .rfind("command line: override 'env.size=3': env.size: unknown key (known: ", 0) == 0u);
   // Dropping them makes the switched config valid.
-  validate_experiment(load_experiment(path, {"policy.type=gru", "~policy.d_state", "~policy.expand", plugin}));
+  validate_experiment(
+      load_experiment(path, {"policy.type=gru", "~policy.d_state", "~policy.expand", plugin}));
   fs::remove_all(dir);
 }
 
@@ -284,14 +292,17 @@ BOOST_AUTO_TEST_CASE(duplicate_keys_name_both_lines) {
   const std::string path = (dir / "dup.yaml").string();
   std::ofstream(path) << "env: {type: cartpole}\npolicy:\n  type: mamba1\n  d_model: 8\n  d_model: 16\n";
   BOOST_TEST(error_of([&] { load_experiment(path, {}); }) ==
-             path + ":5:3: policy.d_model: duplicate key, first at " + path + ":4:3 (only one of them would be used)");
-  std::ofstream(path) << "env: {type: cartpole}\npolicy: {type: mamba1}\nalgo:\n  lr: 0.1\nalgo:\n  lr: 0.2\n";
+             path + ":5:3: policy.d_model: duplicate key, first at " + path +
+                 ":4:3 (only one of them would be used)");
+  std::ofstream(path)
+      << "env: {type: cartpole}\npolicy: {type: mamba1}\nalgo:\n  lr: 0.1\nalgo:\n  lr: 0.2\n";
   BOOST_TEST(error_of([&] { load_experiment(path, {}); }) ==
              path + ":5:1: algo: duplicate key, first at " + path + ":3:1 (only one of them would be used)");
   // Quoting does not make it another key.
   std::ofstream(path) << "env: {type: cartpole, num_envs: 2, \"num_envs\": 4}\npolicy: {type: mamba1}\n";
   BOOST_TEST(error_of([&] { load_experiment(path, {}); }) ==
-             path + ":1:36: env.num_envs: duplicate key, first at " + path + ":1:23 (only one of them would be used)");
+             path + ":1:36: env.num_envs: duplicate key, first at " + path +
+                 ":1:23 (only one of them would be used)");
   fs::remove_all(dir);
 }
 
@@ -320,8 +331,11 @@ BOOST_AUTO_TEST_CASE(user_mistakes_with_files_get_plain_messages) {
 
   train({}, TrainOptions{});
   msg = error_of([&] { train({"env.num_envs=8"}, resume); });
-  BOOST_TEST(msg == "cannot resume from " + ckpt + ": the checkpoint has 4 envs and the config 8 (env.num_envs at "
-                    "command line: override 'env.num_envs=8'); resume with env.num_envs=4, or train without --resume");
+  BOOST_TEST(
+      msg ==
+      "cannot resume from " + ckpt +
+          ": the checkpoint has 4 envs and the config 8 (env.num_envs at "
+          "command line: override 'env.num_envs=8'); resume with env.num_envs=4, or train without --resume");
   check_user_facing(msg);
 
   const std::string ckpt_bytes = [&] {
@@ -339,7 +353,9 @@ BOOST_AUTO_TEST_CASE(user_mistakes_with_files_get_plain_messages) {
   eval.checkpoint = path;  // a config, not a checkpoint
   std::ostringstream eval_out;
   msg = error_of([&] { run_evaluation(eval, eval_out); });
-  BOOST_TEST(msg.rfind(path + " is not a safetensors checkpoint (its first 8 bytes give a header length of ", 0) == 0u, msg);
+  BOOST_TEST(msg.rfind(path + " is not a safetensors checkpoint (its first 8 bytes give a header length of ",
+                       0) == 0u,
+             msg);
   check_user_facing(msg);
 
   msg = error_of([&] { load_experiment(dir.string(), {}); });

@@ -85,7 +85,8 @@ std::string file_bytes(const std::string& header, const std::string& data) {
 // Requires f() to throw a mambarl::Error whose message starts with `prefix` and
 // contains `needle`. Any other exception escapes and fails the test case.
 // The message of the UserError `f` throws: one with no internal check text.
-template <typename F> std::string user_error_of(F&& f) {
+template <typename F>
+std::string user_error_of(F&& f) {
   try {
     f();
   } catch (const UserError& e) {
@@ -289,9 +290,10 @@ BOOST_AUTO_TEST_CASE(every_truncation_is_an_error_naming_the_file) {
     BOOST_TEST_CONTEXT("prefix of " << len << " of " << bytes.size() << " bytes") {
       spit(cut, bytes.substr(0, len));
       const std::string msg = user_error_of([&] { read_safetensors(cut); });
-      const std::string expect = len == 0 ? cut + " is empty, not a safetensors checkpoint"
+      const std::string expect = len == 0  ? cut + " is empty, not a safetensors checkpoint"
                                  : len < 8 ? cut + " is truncated or not a safetensors checkpoint: it has " +
-                                                 std::to_string(len) + " bytes, fewer than the 8 of the header length"
+                                                 std::to_string(len) +
+                                                 " bytes, fewer than the 8 of the header length"
                                            : cut + " is truncated: ";
       BOOST_TEST(msg.rfind(expect, 0) == 0u, msg);
     }
@@ -327,11 +329,13 @@ BOOST_AUTO_TEST_CASE(corrupt_headers_are_errors_naming_the_file) {
   std::string deep = "{\"__metadata__\":";  // 70 nested arrays: past the 64-level limit
   deep += std::string(70, '[') + std::string(70, ']') + "}";
   const Case cases[] = {
-      {"shorter than the length field", bytes_of("\x05\0\0"), " is truncated or not a safetensors checkpoint: it has 3 bytes"},
+      {"shorter than the length field", bytes_of("\x05\0\0"),
+       " is truncated or not a safetensors checkpoint: it has 3 bytes"},
       {"header longer than the file", le_u64(1234) + "{" + std::string(199, ' '),
        " is truncated: its header says 1234 bytes, the file has 200 after the 8-byte length"},
       {"not JSON, longer than the file", le_u64(1234) + std::string(200, ' '),
-       " is not a safetensors checkpoint (its first 8 bytes give a header length of 1234 bytes, and the header "
+       " is not a safetensors checkpoint (its first 8 bytes give a header length of 1234 bytes, and the "
+       "header "
        "does not start with '{')"},
       {"header above 100 MiB", le_u64(uint64_t{200} << 20) + "{}", "above the limit of 100 MiB)"},
       {"header length near 2^64", le_u64(UINT64_MAX) + "{}", "above the limit of 100 MiB)"},

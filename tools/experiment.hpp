@@ -76,7 +76,9 @@ struct Experiment {
   AlgoConfig algo;
   RuntimeConfig runtime;
 
-  ConfigNode section(const std::string& key) const { return ConfigNode(root, file, "", override_log).child(key); }
+  ConfigNode section(const std::string& key) const {
+    return ConfigNode(root, file, "", override_log).child(key);
+  }
   // The resolved document (overrides applied, runner defaults filled in,
   // runtime.device as resolved against the plugin: cpu or cuda).
   std::string resolved_yaml(const std::string& policy_resolved, const std::string& device) const;

@@ -194,7 +194,8 @@ SweepSpec parse_sweep(const std::string& text, const std::string& file) {
   if (n.has("overrides"))
     for (const YAML::Node& item : scalar_list(n, "overrides")) {
       const std::string ov = item.Scalar();
-      if (!is_override(ov)) fail_item(file, item, "overrides", "'" + ov + "' is not key.path=value or ~key.path");
+      if (!is_override(ov))
+        fail_item(file, item, "overrides", "'" + ov + "' is not key.path=value or ~key.path");
       check_not_reserved(override_key(ov), located(file, item.Mark()) + ": overrides: '" + ov + "'");
       s.overrides.push_back(ov);
     }

@@ -108,7 +108,11 @@ std::string exact(double v) {
 class Run {
  public:
   Run(const Experiment& exp, const TrainOptions& opts, std::ostream& log)
-      : exp_(exp), opts_(opts), log_(log), rt_(exp.runtime), al_(exp.algo),
+      : exp_(exp),
+        opts_(opts),
+        log_(log),
+        rt_(exp.runtime),
+        al_(exp.algo),
         ckpt_path_((fs::path(rt_.out_dir) / "checkpoint.safetensors").string()),
         curve_path_((fs::path(rt_.out_dir) / "curve.svg").string()) {}
 
@@ -388,8 +392,8 @@ void Run::restore(const std::string& path) {
   const size_t saved_envs = scaler.size() - 3;
   const ConfigNode env = exp_.section("env");
   MAMBARL_USER_CHECK(saved_envs == static_cast<size_t>(num_envs_),
-                     "cannot resume from " << path << ": the checkpoint has " << saved_envs << " envs and the config "
-                                           << num_envs_ << " (env.num_envs"
+                     "cannot resume from " << path << ": the checkpoint has " << saved_envs
+                                           << " envs and the config " << num_envs_ << " (env.num_envs"
                                            << (env.has("num_envs") || env.override_of("num_envs")
                                                    ? " at " + env.where("num_envs")
                                                    : std::string(", the default"))
@@ -643,9 +647,9 @@ TrainSummary Run::go() {
   const std::string resume_from = opts_.resume_from.empty() ? ckpt_path_ : opts_.resume_from;
   // Before build(), which writes config.yaml into out_dir: a mistyped out_dir
   // must not look like a run that started.
-  MAMBARL_USER_CHECK(!opts_.resume || fs::exists(resume_from),
-                     "no checkpoint to resume: " << resume_from
-                                                 << " does not exist (train without --resume to start)");
+  MAMBARL_USER_CHECK(
+      !opts_.resume || fs::exists(resume_from),
+      "no checkpoint to resume: " << resume_from << " does not exist (train without --resume to start)");
   build();
   t0_ = Clock::now();
   if (opts_.resume) restore(resume_from);
