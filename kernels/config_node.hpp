@@ -144,7 +144,9 @@ class ConfigNode {
   // and how to drop them. "" when `type` came from the file.
   std::string type_switch_hint(const std::vector<YAML::Node>& unknown) const {
     const OverrideLog::Entry* sw = override_of("type");
-    if (sw == nullptr || sw->path != key_path("type") || !node_["type"].IsScalar()) return "";
+    if (sw == nullptr || sw->path != key_path("type") || !node_["type"].IsScalar() ||
+        sw->replaced == node_["type"].Scalar())  // set to what the file had: no switch
+      return "";
     std::vector<std::string> old;  // set in the file, not by an override
     for (const YAML::Node& k : unknown)
       if (k.IsScalar() && override_of(k.Scalar()) == nullptr) old.push_back(k.Scalar());

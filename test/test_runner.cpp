@@ -282,6 +282,11 @@ BOOST_AUTO_TEST_CASE(switching_the_type_by_override_says_how_to_drop_the_old_key
   // Dropping them makes the switched config valid.
   validate_experiment(
       load_experiment(path, {"policy.type=gru", "~policy.d_state", "~policy.expand", plugin}));
+  // Setting the type the file already has switches nothing: the plain unknown-key error.
+  std::ofstream(path) << "env: {type: tmaze, colour: red}\npolicy: {type: mamba1}\n";
+  const std::string same = refused({"env.type=tmaze"});
+  BOOST_TEST(same.rfind(path + ":1:20: env.colour: unknown key (known: ", 0) == 0u, same);
+  BOOST_TEST(same.find("switched") == std::string::npos, same);
   fs::remove_all(dir);
 }
 
