@@ -131,8 +131,8 @@ EngineChoice engine_choice(const char* device, const char* dtype) {
 // runtime.learner_dtype from the experiment's YAML (the ABI carries only the
 // actor's dtype; the host has validated the key): by default the actor's
 // dtype, float16 only when asked for.
-Precision learner_precision(const YAML::Node& root, const std::string& file, const char* dtype) {
-  const ConfigNode rt = ConfigNode(root, file).child("runtime");
+Precision learner_precision(const ConfigNode& root, const char* dtype) {
+  const ConfigNode rt = root.child("runtime");
   return precision_from_name(rt.get_choice("learner_dtype", dtype, {"float32", "bfloat16", "float16"}));
 }
 
@@ -143,8 +143,9 @@ std::string emit_yaml(const YAML::Node& n) {
 }
 
 // The experiment's YAML with the command-line overrides applied, exactly as
-// the runner builds it (kernels/config_node.hpp: apply_overrides).
-YAML::Node experiment_root(const mambarl_policy_create_args& a, const std::string& file) {
+// the runner builds it (kernels/config_node.hpp: apply_overrides), as a
+// ConfigNode whose errors name the override that set a key.
+ConfigNode experiment_root(const mambarl_policy_create_args& a, const std::string& file) {
   if (a.config_text == nullptr) throw Error(file + ": create: no config text");
   YAML::Node root;
   try {
@@ -153,6 +154,7 @@ YAML::Node experiment_root(const mambarl_policy_create_args& a, const std::strin
     throw ConfigError(file + ":" + std::to_string(ex.mark.line + 1) + ":" + std::to_string(ex.mark.column + 1) +
                       ": malformed YAML: " + ex.msg);
   }
+  check_yaml_bounds(root, file);  // the host checked its copy; this one is the plugin's own
   if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) throw ConfigError(file + ": the experiment config must be a YAML map");
   if (a.num_overrides < 0 || (a.num_overrides > 0 && a.overrides == nullptr))
@@ -162,8 +164,9 @@ YAML::Node experiment_root(const mambarl_policy_create_args& a, const std::strin
     if (a.overrides[i] == nullptr) throw Error("create: override " + std::to_string(i) + " is a null string");
     overrides.emplace_back(a.overrides[i]);
   }
-  apply_overrides(root, overrides);
-  return root;
+  auto log = std::make_shared<OverrideLog>();
+  apply_overrides(root, overrides, "command line", log.get());
+  return ConfigNode(root, file, "", std::move(log));
 }
 
 void check_env(const mambarl_env_info& e) {
@@ -197,9 +200,9 @@ mambarl_status create_policy(const PolicyType& type, const mambarl_policy_create
     if (args == nullptr) throw Error("create: null args");
     EngineChoice engine = engine_choice(args->device, args->dtype);
     const std::string file = args->config_file ? args->config_file : "(experiment config)";
-    const YAML::Node root = experiment_root(*args, file);
-    engine.learner = learner_precision(root, file, args->dtype);
-    const ConfigNode section = ConfigNode(root, file).child("policy");
+    const ConfigNode root = experiment_root(*args, file);
+    engine.learner = learner_precision(root, args->dtype);
+    const ConfigNode section = root.child("policy");
     const PolicyConfig cfg = PolicyConfig::from_yaml(section);
     if (cfg.type != type.name)
       section.fail("type", "is '" + cfg.type + (section.has("type") ? "'" : "' (the default)") +

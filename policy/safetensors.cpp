@@ -141,8 +141,9 @@ TensorEntry parse_tensor_entry(const std::string& name, const JsonValue& v, uint
   const std::string range = "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "]";
   MAMBARL_CHECK(e.begin <= e.end,
                 path << ": " << t << ": data_offsets " << range << " end before they begin");
-  MAMBARL_CHECK(e.end <= data_size, path << ": " << t << ": data_offsets " << range
-                                         << " run past the data section (" << data_size << " bytes)");
+  // Offsets that point past the end are what a file cut short looks like.
+  MAMBARL_USER_CHECK(e.end <= data_size, path << " is truncated: " << t << ": data_offsets " << range
+                                              << " run past the data section (" << data_size << " bytes)");
 
   const std::optional<uint64_t> nbytes = checked_nbytes(e.record.shape, e.record.dtype);
   MAMBARL_CHECK(nbytes, path << ": " << t << ": shape " << shape_str(e.record.shape) << " of "
@@ -333,27 +334,37 @@ SafetensorsFile read_safetensors(const std::string& path) {
   // O_NONBLOCK so that a FIFO at `path` is refused below instead of blocking open();
   // reads of a regular file ignore the flag.
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  MAMBARL_CHECK(fd.ok(), path << ": cannot open: " << errno_message());
+  MAMBARL_USER_CHECK(fd.ok(), path << ": cannot open: " << errno_message());
   struct stat st {};
   MAMBARL_CHECK(::fstat(fd.get(), &st) == 0, path << ": cannot stat: " << errno_message());
-  MAMBARL_CHECK(S_ISREG(st.st_mode), path << ": not a regular file");
+  MAMBARL_USER_CHECK(!S_ISDIR(st.st_mode), path << " is a directory, not a safetensors checkpoint");
+  MAMBARL_USER_CHECK(S_ISREG(st.st_mode), path << ": not a regular file");
   const auto file_size = static_cast<uint64_t>(st.st_size);
 
-  MAMBARL_CHECK(file_size >= 8, path << ": truncated: file has " << file_size
-                                     << " bytes, fewer than the 8 of the header length");
+  // The first errors a user meets are a file that is not a checkpoint at all
+  // (`mambarl eval config.yaml`) and one cut short by a full disk or an
+  // interrupted copy; they are told apart by whether the header would begin
+  // with the '{' of a JSON object.
+  MAMBARL_USER_CHECK(file_size > 0, path << " is empty, not a safetensors checkpoint");
+  MAMBARL_USER_CHECK(file_size >= 8, path << " is truncated or not a safetensors checkpoint: it has "
+                                          << file_size << " bytes, fewer than the 8 of the header length");
   uint8_t len[8];
   read_exact(fd.get(), 0, len, sizeof len, path);
   uint64_t n = 0;
   std::memcpy(&n, len, 8);  // little-endian host (static_assert in the header)
-  MAMBARL_CHECK(n <= kMaxHeaderBytes, path << ": header length " << n << " exceeds the limit of "
-                                           << kMaxHeaderBytes << " bytes (100 MiB)");
-  MAMBARL_CHECK(n <= file_size - 8, path << ": truncated: header says " << n << " bytes, file has "
-                                         << file_size - 8 << " after the 8-byte length");
+  char first = '{';  // a file that ends after the length field has its header cut off
+  if (file_size > 8) read_exact(fd.get(), 8, &first, 1, path);
+  MAMBARL_USER_CHECK(n <= kMaxHeaderBytes && first == '{',
+                     path << " is not a safetensors checkpoint (its first 8 bytes give a header length of "
+                          << n << " bytes" << (n > kMaxHeaderBytes ? ", above the limit of 100 MiB" : "")
+                          << (first != '{' ? ", and the header does not start with '{'" : "") << ")");
+  MAMBARL_USER_CHECK(n <= file_size - 8, path << " is truncated: its header says " << n
+                                              << " bytes, the file has " << file_size - 8
+                                              << " after the 8-byte length");
   MAMBARL_CHECK(n > 0, path << ": header is empty, expected a JSON object");
 
   std::string header(n, '\0');
   read_exact(fd.get(), 8, header.data(), header.size(), path);
-  MAMBARL_CHECK(header[0] == '{', path << ": header does not start with '{' (expected a JSON object)");
   const JsonValue root = parse_json(header, path + ": header JSON");  // UTF-8 checked here
 
   const uint64_t data_start = 8 + n;

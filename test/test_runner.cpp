@@ -14,6 +14,7 @@
 #include "test/hide_gpus.hpp"
 #include "tools/actor_watchdog.hpp"
 #include "tools/bounded_queue.hpp"
+#include "tools/evaluate.hpp"
 #include "tools/experiment.hpp"
 #include "tools/gae.hpp"
 #include "tools/memory_estimate.hpp"
@@ -190,6 +191,188 @@ BOOST_AUTO_TEST_CASE(overrides_apply_and_bad_overrides_are_named) {
   // CRLF line endings are line breaks, not part of the values.
   std::ofstream(path) << "env: {type: cartpole}\r\npolicy: {type: mamba1}\r\nruntime:\r\n  out_dir: runs/x\r\n";
   BOOST_TEST(load_experiment(path, {}).runtime.out_dir == "runs/x");
+  fs::remove_all(dir);
+}
+
+// The message of the Error `f` throws ("" and a test failure when none).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    BOOST_TEST_MESSAGE(e.what());
+    return e.what();
+  }
+  BOOST_ERROR("no mambarl::Error");
+  return "";
+}
+
+// A message meant for the user carries no internal check text.
+void check_user_facing(const std::string& msg) {
+  BOOST_TEST(msg.find("failed at") == std::string::npos, msg);
+  BOOST_TEST(msg.find(".cpp:") == std::string::npos, msg);
+}
+
+// ~key deletes a key; every error about a key an override decided names that
+// override, not the file the key is no longer from.
+BOOST_AUTO_TEST_CASE(deletion_overrides_and_errors_naming_the_override) {
+  const fs::path dir = temp_dir("deletions");
+  const std::string path = (dir / "x.yaml").string();
+  std::ofstream(path) << "env: {type: cartpole}\npolicy: {type: mamba1}\nalgo: {lr: 0.5, epochs: 2}\n";
+  const Experiment e = load_experiment(path, {"~algo.lr"});
+  BOOST_TEST(!e.root["algo"]["lr"].IsDefined());
+  BOOST_TEST(e.algo.lr == AlgoConfig{}.lr);
+  BOOST_TEST(e.algo.epochs == 2);
+  // Deleted, then set again: the later override wins.
+  BOOST_TEST(load_experiment(path, {"~algo", "algo.epochs=3"}).algo.epochs == 3);
+  const auto refused = [&](std::vector<std::string> overrides) {
+    return error_of([&] { load_experiment(path, overrides); });
+  };
+  BOOST_TEST(refused({"~algo.nothing"}) ==
+             "command line: override '~algo.nothing': algo.nothing is not in the config (nothing to delete)");
+  BOOST_TEST(refused({"~algo.lr.x"}) ==
+             "command line: override '~algo.lr.x': algo.lr.x is not in the config (nothing to delete)");
+  BOOST_TEST(refused({"~algo.lr=1"}) ==
+             "command line: override '~algo.lr=1': a deletion takes no value (write ~key.path)");
+  BOOST_TEST(refused({"~env"}) == "command line: override '~env': env: required section is missing");
+  BOOST_TEST(refused({"algo.lr=-1"}) ==
+             "command line: override 'algo.lr=-1': algo.lr: value -1 is out of range [0, 1]");
+  BOOST_TEST(refused({"algo={lr: 2}"}) ==
+             "command line: override 'algo={lr: 2}': algo.lr: value 2 is out of range [0, 1]");
+  BOOST_TEST(refused({"algo=[1]"}) == "command line: override 'algo=[1]': algo: expected a map");
+  BOOST_TEST(
+      refused({"runtime.device=tpu"}) ==
+      "command line: override 'runtime.device=tpu': runtime.device: 'tpu' is not one of cpu|cuda|auto");
+  BOOST_TEST(refused({"algo.lrr=1"})
+                 .rfind("command line: override 'algo.lrr=1': algo.lrr: unknown key (known: ", 0) == 0u);
+  // A key the override did not touch is still named at its line in the file.
+  std::ofstream(path) << "env: {type: cartpole}\npolicy: {type: mamba1}\nalgo: {lr: 0.5, epochs: 0}\n";
+  BOOST_TEST(refused({"algo.lr=0.1"}) == path + ":3:25: algo.epochs: value 0 is out of range [1, 1000]");
+  // A later override replaces an earlier one's claim: the last one is named.
+  BOOST_TEST(refused({"algo.lr=-1", "algo={epochs: 0}"}) ==
+             "command line: override 'algo={epochs: 0}': algo.epochs: value 0 is out of range [1, 1000]");
+  fs::remove_all(dir);
+}
+
+// Switching a section's type by override leaves the old type's keys from the
+// file behind: the unknown-key error names them and how to drop them.
+BOOST_AUTO_TEST_CASE(switching_the_type_by_override_says_how_to_drop_the_old_keys) {
+  const fs::path dir = temp_dir("type_switch");
+  const std::string path = (dir / "m.yaml").string();
+  std::ofstream(path) << "env: {type: tmaze, length: 5}\n"
+                         "policy: {type: mamba1, d_model: 8, n_layers: 1, d_state: 4, expand: 2}\n";
+  const std::string plugin = std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN;
+  const auto refused = [&](std::vector<std::string> overrides) {
+    overrides.push_back(plugin);
+    return error_of([&] { validate_experiment(load_experiment(path, overrides)); });
+  };
+  BOOST_TEST(
+      refused({"policy.type=gru"}) ==
+      path +
+          ":2:49: policy.d_state: unknown key (known: type, d_model, n_layers, log_std_init); "
+          "policy.type was switched from mamba1 by the override 'policy.type=gru': d_state, expand are not "
+          "gru keys; drop them with ~policy.d_state ~policy.expand");
+  const std::string env_hint = refused({"env.type=cartpole"});
+  BOOST_TEST(env_hint.rfind(path + ":1:20: env.length: unknown key (known: ", 0) == 0u, env_hint);
+  BOOST_TEST(
+      env_hint.find("; env.type was switched from tmaze by the override 'env.type=cartpole': length is not a "
+                    "cartpole key; drop it with ~env.length") != std::string::npos,
+      env_hint);
+  // A key the override itself added is named by its override, with no hint to drop it.
+  BOOST_TEST(refused({"env.type=cartpole", "~env.length", "env.size=3"})
+                 .rfind("command line: override 'env.size=3': env.size: unknown key (known: ", 0) == 0u);
+  // Dropping them makes the switched config valid.
+  validate_experiment(
+      load_experiment(path, {"policy.type=gru", "~policy.d_state", "~policy.expand", plugin}));
+  // Setting the type the file already has switches nothing: the plain unknown-key error.
+  std::ofstream(path) << "env: {type: tmaze, colour: red}\npolicy: {type: mamba1}\n";
+  const std::string same = refused({"env.type=tmaze"});
+  BOOST_TEST(same.rfind(path + ":1:20: env.colour: unknown key (known: ", 0) == 0u, same);
+  BOOST_TEST(same.find("switched") == std::string::npos, same);
+  fs::remove_all(dir);
+}
+
+// yaml-cpp keeps both copies of a key and every lookup finds the first: a
+// second `algo:` section would be ignored without a word.
+BOOST_AUTO_TEST_CASE(duplicate_keys_name_both_lines) {
+  const fs::path dir = temp_dir("duplicates");
+  const std::string path = (dir / "dup.yaml").string();
+  std::ofstream(path) << "env: {type: cartpole}\npolicy:\n  type: mamba1\n  d_model: 8\n  d_model: 16\n";
+  BOOST_TEST(error_of([&] { load_experiment(path, {}); }) ==
+             path + ":5:3: policy.d_model: duplicate key, first at " + path +
+                 ":4:3 (only one of them would be used)");
+  std::ofstream(path)
+      << "env: {type: cartpole}\npolicy: {type: mamba1}\nalgo:\n  lr: 0.1\nalgo:\n  lr: 0.2\n";
+  BOOST_TEST(error_of([&] { load_experiment(path, {}); }) ==
+             path + ":5:1: algo: duplicate key, first at " + path + ":3:1 (only one of them would be used)");
+  // Quoting does not make it another key.
+  std::ofstream(path) << "env: {type: cartpole, num_envs: 2, \"num_envs\": 4}\npolicy: {type: mamba1}\n";
+  BOOST_TEST(error_of([&] { load_experiment(path, {}); }) ==
+             path + ":1:36: env.num_envs: duplicate key, first at " + path +
+                 ":1:23 (only one of them would be used)");
+  fs::remove_all(dir);
+}
+
+// The mistakes a user makes with a run's files get one plain line naming the
+// path and what to do, without the internal check text.
+BOOST_AUTO_TEST_CASE(user_mistakes_with_files_get_plain_messages) {
+  const fs::path dir = temp_dir("user_errors");
+  const std::string path = (dir / "tiny.yaml").string();
+  std::ofstream(path) << "env: {type: cartpole, num_envs: 4}\n"
+                         "policy: {type: mamba1, d_model: 8, n_layers: 1, d_state: 4}\n"
+                         "algo: {total_env_steps: 64, chunk_len: 8, epochs: 1, minibatches: 2}\n";
+  const std::string out = (dir / "out").string();
+  const auto train = [&](std::vector<std::string> overrides, const TrainOptions& opts) {
+    overrides.push_back(std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN);
+    overrides.push_back("runtime.out_dir=" + out);
+    std::ostringstream log;
+    return run_training(load_experiment(path, overrides), opts, log);
+  };
+  TrainOptions resume;
+  resume.resume = true;
+  const std::string ckpt = out + "/checkpoint.safetensors";
+  std::string msg = error_of([&] { train({}, resume); });
+  BOOST_TEST(msg == "no checkpoint to resume: " + ckpt + " does not exist (train without --resume to start)");
+  BOOST_TEST(!fs::exists(out));  // refused before anything was written
+  check_user_facing(msg);
+
+  train({}, TrainOptions{});
+  msg = error_of([&] { train({"env.num_envs=8"}, resume); });
+  BOOST_TEST(
+      msg ==
+      "cannot resume from " + ckpt +
+          ": the checkpoint has 4 envs and the config 8 (env.num_envs at "
+          "command line: override 'env.num_envs=8'); resume with env.num_envs=4, or train without --resume");
+  check_user_facing(msg);
+
+  const std::string ckpt_bytes = [&] {
+    std::ifstream in(ckpt, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }();
+  const std::string cut = (dir / "cut.safetensors").string();
+  std::ofstream(cut, std::ios::binary) << ckpt_bytes.substr(0, ckpt_bytes.size() - 100);
+  resume.resume_from = cut;
+  msg = error_of([&] { train({}, resume); });
+  BOOST_TEST(msg.rfind(cut + " is truncated: ", 0) == 0u, msg);
+  check_user_facing(msg);
+
+  EvalOptions eval;
+  eval.checkpoint = path;  // a config, not a checkpoint
+  std::ostringstream eval_out;
+  msg = error_of([&] { run_evaluation(eval, eval_out); });
+  BOOST_TEST(msg.rfind(path + " is not a safetensors checkpoint (its first 8 bytes give a header length of ",
+                       0) == 0u,
+             msg);
+  check_user_facing(msg);
+
+  msg = error_of([&] { load_experiment(dir.string(), {}); });
+  BOOST_TEST(msg == dir.string() + " is a directory (expected an experiment config file)");
+  check_user_facing(msg);
+  const std::string empty = (dir / "empty.yaml").string();
+  std::ofstream{empty};
+  msg = error_of([&] { load_experiment(empty, {}); });
+  BOOST_TEST(msg == empty + " is empty (expected an experiment config with env: and policy: sections)");
+  check_user_facing(msg);
   fs::remove_all(dir);
 }
 

@@ -127,6 +127,13 @@ BOOST_AUTO_TEST_CASE(sweep_file_errors_name_the_file_line_and_key) {
                  .find("sweep.yaml:2:12: seeds: seed 1 is listed twice") != std::string::npos);
   BOOST_TEST(error_of("configs: [" + cfg + "]\nseeds: [1]\noverrides: [runtime.seed=3]\n")
                  .find("runtime.seed is set per run by the sweep") != std::string::npos);
+  BOOST_TEST(
+      error_of("configs: [" + cfg + "]\nseeds: [1]\nseeds: [2]\n") ==
+      "sweep.yaml:3:1: seeds: duplicate key, first at sweep.yaml:2:1 (only one of them would be used)");
+  BOOST_TEST(error_of("configs: [" + cfg + "]\nseeds: [1]\noverrides: [~runtime.seed]\n")
+                 .find("runtime.seed is set per run by the sweep") != std::string::npos);
+  BOOST_TEST(error_of("configs: [" + cfg + "]\nseeds: [1]\noverrides: [algo.lr]\n")
+                 .find("'algo.lr' is not key.path=value or ~key.path") != std::string::npos);
   BOOST_TEST(error_of("configs: [" + cfg + "]\nseeds: [1]\njobs: 0\n")
                  .find("sweep.yaml:3:7: jobs: value 0 is out of range") != std::string::npos);
   const SweepSpec ok = parse_sweep("configs: [" + cfg + "]\nseeds: [1]\n", "sweep.yaml");

@@ -149,7 +149,7 @@ int run_soak(int argc, char** argv, std::ostream& out) {
     } else if (a == "--out") {
       MAMBARL_CHECK(i + 1 < argc, "bench soak: --out needs a path");
       plot = argv[++i];
-    } else if (a.find('=') != std::string::npos) {
+    } else if (is_override(a)) {
       overrides.push_back(a);
     } else if (config.empty() && a.rfind("--", 0) != 0) {
       config = a;

@@ -1,5 +1,6 @@
 #include "tools/experiment.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -72,6 +73,10 @@ RuntimeConfig parse_runtime(const ConfigNode& n) {
 }  // namespace
 
 Experiment load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
+  // An ifstream opens a directory and reads nothing from it.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError(path + " is a directory (expected an experiment config file)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot open experiment config");
   std::ostringstream ss;
@@ -92,10 +97,13 @@ Experiment parse_experiment(const std::string& text, const std::string& path,
                       std::to_string(ex.mark.column + 1) + ": malformed YAML: " + ex.msg);
   }
   check_yaml_bounds(e.root, path);
-  if (!e.root.IsDefined() || e.root.IsNull()) e.root = YAML::Node(YAML::NodeType::Map);
+  if (!e.root.IsDefined() || e.root.IsNull())
+    throw ConfigError(path + " is empty (expected an experiment config with env: and policy: sections)");
   if (!e.root.IsMap()) throw ConfigError(path + ": the experiment config must be a YAML map");
-  apply_overrides(e.root, overrides);
-  const ConfigNode root(e.root, path);
+  auto log = std::make_shared<OverrideLog>();
+  apply_overrides(e.root, overrides, "command line", log.get());
+  e.override_log = log;
+  const ConfigNode root(e.root, path, "", e.override_log);
   root.check_known({"env", "policy", "algo", "runtime"});
   if (!root.has("env")) root.fail("env", "required section is missing");
   if (!root.has("policy")) root.fail("policy", "required section is missing");

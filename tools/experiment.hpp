@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -69,19 +70,23 @@ struct RuntimeConfig {
 struct Experiment {
   std::string file;                    // path of the YAML file
   std::string text;                    // its text, as read
-  std::vector<std::string> overrides;  // "a.b=c" from the command line
+  std::vector<std::string> overrides;  // "a.b=c" or "~a.b" from the command line
   YAML::Node root;                     // after overrides
+  std::shared_ptr<const OverrideLog> override_log;  // which keys the overrides decided
   AlgoConfig algo;
   RuntimeConfig runtime;
 
-  ConfigNode section(const std::string& key) const { return ConfigNode(root, file).child(key); }
+  ConfigNode section(const std::string& key) const {
+    return ConfigNode(root, file, "", override_log).child(key);
+  }
   // The resolved document (overrides applied, runner defaults filled in,
   // runtime.device as resolved against the plugin: cpu or cuda).
   std::string resolved_yaml(const std::string& policy_resolved, const std::string& device) const;
 };
 
-// Reads and validates `path`; a missing file, bad YAML or a bad key is a
-// ConfigError naming file:line:col and the key.
+// Reads and validates `path`; a missing, empty or duplicated key, bad YAML or a
+// bad key is a ConfigError naming file:line:col (or the override) and the key;
+// so is a `path` that is a directory or an empty file.
 Experiment load_experiment(const std::string& path, const std::vector<std::string>& overrides);
 // The same from text already in memory (e.g. the experiment stored in a
 // checkpoint); `name` stands in for the file in messages.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/check.hpp"
+#include "kernels/config_node.hpp"
 #include "tools/bench.hpp"
 #include "tools/cli_args.hpp"
 #include "tools/evaluate.hpp"
@@ -19,8 +20,9 @@ namespace {
 const char* kUsage =
     "usage: mambarl <command> [args]\n"
     "commands:\n"
-    "  train <config.yaml> [key=value ...] [--resume [checkpoint] | --force]\n"
-    "        train the experiment; dotted overrides like policy.d_model=128 runtime.out_dir=runs/x\n"
+    "  train <config.yaml> [key=value | ~key ...] [--resume [checkpoint] | --force]\n"
+    "        train the experiment; dotted overrides like policy.d_model=128 runtime.out_dir=runs/x,\n"
+    "        deletions like ~policy.d_state\n"
     "  eval <checkpoint> [--episodes N] [--deterministic] [--render] [--seed S] [key=value ...]\n"
     "  eval <weights.safetensors> --config <config.yaml> [...]\n"
     "        run a trained checkpoint, or exported weights in an experiment's env, on fresh envs\n"
@@ -43,12 +45,14 @@ int cmd_train(int argc, char** argv) {
   if (wants_help(argc, argv) || argc < 3) {
     std::cout << "usage: mambarl train <config.yaml> [key=value ...] [--resume [checkpoint] | --force]\n"
                  "  Trains the experiment. Overrides use dotted keys (env.num_envs=32, algo.lr=1e-3,\n"
-                 "  runtime.out_dir=runs/x). Writes <out_dir>/metrics.csv, curve.svg, config.yaml and\n"
-                 "  checkpoint.safetensors; --resume continues from the checkpoint (bit-exact in sync mode).\n"
-                 "  An out_dir that holds an earlier run's checkpoint or metrics is refused unless\n"
-                 "  --resume continues it or --force replaces it (removing its files first).\n"
-                 "  Ctrl-C (SIGINT) or SIGTERM stops after the update in flight, writing the checkpoint,\n"
-                 "  metrics and curve, and exits 130 / 143; a second Ctrl-C exits at once.\n"
+                 "  runtime.out_dir=runs/x); ~key deletes a key (~policy.d_state, e.g. after\n"
+                 "  policy.type=gru on a mamba1 config). Writes <out_dir>/metrics.csv, curve.svg,\n"
+                 "  config.yaml and checkpoint.safetensors; --resume continues from the checkpoint\n"
+                 "  (bit-exact in sync mode). An out_dir that holds an earlier run's checkpoint or\n"
+                 "  metrics is refused unless --resume continues it or --force replaces it (removing\n"
+                 "  its files first). Ctrl-C (SIGINT) or SIGTERM stops after the update in flight,\n"
+                 "  writing the checkpoint, metrics and curve, and exits 130 / 143; a second Ctrl-C\n"
+                 "  exits at once.\n"
                  "  Ends with: final mean_return=<x> env_steps=<n> wall_s=<s>\n";
     return argc < 3 ? 2 : 0;
   }
@@ -58,15 +62,15 @@ int cmd_train(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--resume") {
       opts.resume = true;
-      if (i + 1 < argc && std::string(argv[i + 1]).find('=') == std::string::npos &&
-          std::strncmp(argv[i + 1], "--", 2) != 0)
+      if (i + 1 < argc && !mambarl::is_override(argv[i + 1]) && std::strncmp(argv[i + 1], "--", 2) != 0)
         opts.resume_from = argv[++i];
     } else if (a == "--force") {
       opts.force = true;
-    } else if (a.find('=') != std::string::npos) {
+    } else if (mambarl::is_override(a)) {
       overrides.push_back(a);
     } else {
-      std::cerr << "mambarl train: unexpected argument '" << a << "' (overrides look like key=value)\n";
+      std::cerr << "mambarl train: unexpected argument '" << a
+                << "' (overrides look like key=value, deletions like ~key)\n";
       return 2;
     }
   }
@@ -127,7 +131,7 @@ int cmd_eval(int argc, char** argv) {
     else if (a == "--config") o.config = value();
     else if (a == "--render") o.render = true;
     else if (a == "--deterministic") o.deterministic = true;
-    else if (a.find('=') != std::string::npos) o.overrides.push_back(a);
+    else if (mambarl::is_override(a)) o.overrides.push_back(a);
     else throw mambarl::UsageError("unexpected argument '" + a + "' (see mambarl eval --help)");
   }
   mambarl::run_evaluation(o, std::cout);

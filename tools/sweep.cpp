@@ -56,7 +56,10 @@ void check_not_reserved(const std::string& key, const std::string& where) {
                       "set out_dir: or --out)");
 }
 
-std::string override_key(const std::string& ov) { return ov.substr(0, ov.find('=')); }
+// The key an override sets ("a.b=3") or deletes ("~a.b").
+std::string override_key(const std::string& ov) {
+  return !ov.empty() && ov[0] == '~' ? ov.substr(1) : ov.substr(0, ov.find('='));
+}
 
 // The files a `configs:` entry names: a glob pattern's matches (sorted), or the path itself.
 std::vector<std::string> config_files(const std::string& file, const YAML::Node& item) {
@@ -191,8 +194,8 @@ SweepSpec parse_sweep(const std::string& text, const std::string& file) {
   if (n.has("overrides"))
     for (const YAML::Node& item : scalar_list(n, "overrides")) {
       const std::string ov = item.Scalar();
-      if (ov.find('=') == std::string::npos)
-        fail_item(file, item, "overrides", "'" + ov + "' is not key.path=value");
+      if (!is_override(ov))
+        fail_item(file, item, "overrides", "'" + ov + "' is not key.path=value or ~key.path");
       check_not_reserved(override_key(ov), located(file, item.Mark()) + ": overrides: '" + ov + "'");
       s.overrides.push_back(ov);
     }
@@ -233,13 +236,15 @@ std::vector<SweepRun> expand_sweep(const SweepSpec& spec, const std::vector<std:
       run.overrides.insert(run.overrides.end(), grid_ovs.begin(), grid_ovs.end());
       run.overrides.insert(run.overrides.end(), cli_overrides.begin(), cli_overrides.end());
       YAML::Node root = YAML::Clone(doc);
-      apply_overrides(root, spec.overrides, spec.file + ": overrides");
-      apply_overrides(root, grid_ovs, spec.file + ": grid");
-      apply_overrides(root, cli_overrides);
-      const ConfigNode env = ConfigNode(root, config).child("env");
+      auto log = std::make_shared<OverrideLog>();
+      apply_overrides(root, spec.overrides, spec.file + ": overrides", log.get());
+      apply_overrides(root, grid_ovs, spec.file + ": grid", log.get());
+      apply_overrides(root, cli_overrides, "command line", log.get());
+      const ConfigNode top(root, config, "", std::move(log));
+      const ConfigNode env = top.child("env");
       run.env_type = env.require<std::string>("type");
       run.difficulty = env.get<std::string>("difficulty", "");
-      run.policy = ConfigNode(root, config).child("policy").get<std::string>("type", PolicyConfig{}.type);
+      run.policy = top.child("policy").get<std::string>("type", PolicyConfig{}.type);
       if (env.defined()) flatten(env.yaml(), "", run.env_settings);
       run.env_settings.erase("num_envs");
       run.env_settings.erase("backend");

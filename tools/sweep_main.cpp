@@ -93,7 +93,7 @@ bool parse_args(int argc, char** argv, Args& a) {
     } else if (arg.rfind("-", 0) == 0) {
       std::cerr << "mambarl sweep: unknown option '" << arg << "'\n";
       return false;
-    } else if (arg.find('=') != std::string::npos) {
+    } else if (is_override(arg)) {
       a.overrides.push_back(arg);
     } else if (a.file.empty()) {
       a.file = arg;

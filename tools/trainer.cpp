@@ -52,7 +52,7 @@ uint64_t derive_seed(uint64_t seed, uint64_t stream) {
 ConfigNode env_share(const Experiment& exp, int num_envs) {
   YAML::Node n = YAML::Clone(exp.root["env"]);
   n["num_envs"] = num_envs;
-  return ConfigNode(n, exp.file, "env");
+  return ConfigNode(n, exp.file, "env", exp.override_log);
 }
 
 // runtime.overlap_envs resolved for workers of `envs_per_actor` envs: split
@@ -67,6 +67,11 @@ bool overlap_envs(const RuntimeConfig& rt, const ConfigNode& rtn, const std::str
                              "actor (env.num_envs / runtime.num_actors), got " + std::to_string(envs_per_actor));
   return rt.overlap_envs == "on" || (device == "cuda" && even);
 }
+
+// The files a run leaves in its out_dir; a checkpoint or metrics file there
+// means an earlier run, which only --resume (continue) or --force (replace) may touch.
+constexpr const char* kCheckpointFile = "checkpoint.safetensors";
+constexpr const char* kRunFiles[] = {kCheckpointFile, "metrics.csv", "metrics.jsonl", "curve.svg", "config.yaml"};
 
 // Versioned weights the learner publishes and actors copy before a chunk.
 struct WeightsBoard {
@@ -112,7 +117,13 @@ std::string exact(double v) {
 class Run {
  public:
   Run(const Experiment& exp, const TrainOptions& opts, std::ostream& log)
-      : exp_(exp), opts_(opts), log_(log), rt_(exp.runtime), al_(exp.algo) {}
+      : exp_(exp),
+        opts_(opts),
+        log_(log),
+        rt_(exp.runtime),
+        al_(exp.algo),
+        ckpt_path_((fs::path(rt_.out_dir) / kCheckpointFile).string()),
+        curve_path_((fs::path(rt_.out_dir) / "curve.svg").string()) {}
 
   TrainSummary go();
 
@@ -180,7 +191,7 @@ class Run {
   std::unique_ptr<MetricsLog> metrics_;
   WeightsBoard board_;
   RunState s_;
-  std::string ckpt_path_, curve_path_;
+  const std::string ckpt_path_, curve_path_;
   Clock::time_point t0_;
   double wall_before_ = 0;  // wall time of the run before a resume
   // When the last update's bookkeeping ended: the time from there to the
@@ -189,11 +200,6 @@ class Run {
   Clock::time_point last_update_end_;
   size_t queue_high_water_ = 0;  // most chunks ever waiting for the learner (async mode)
 };
-
-// The files a run leaves in its out_dir; a checkpoint or metrics file there
-// means an earlier run, which only --resume (continue) or --force (replace) may touch.
-constexpr const char* kCheckpointFile = "checkpoint.safetensors";
-constexpr const char* kRunFiles[] = {kCheckpointFile, "metrics.csv", "metrics.jsonl", "curve.svg", "config.yaml"};
 
 void Run::prepare_out_dir() const {
   const fs::path dir(rt_.out_dir);
@@ -304,8 +310,6 @@ void Run::build() {
     workers_.push_back(std::make_unique<RolloutWorker>(std::move(lanes)));
   }
   if (!gpu_envs_) learner_ = std::make_unique<LearnerLoop>(*session_->policy, al_, derive_seed(rt_.seed, 7), K_, Bk_);
-  ckpt_path_ = (fs::path(rt_.out_dir) / kCheckpointFile).string();
-  curve_path_ = (fs::path(rt_.out_dir) / "curve.svg").string();
   write_file_atomically((fs::path(rt_.out_dir) / "config.yaml").string(), resolved_yaml() + "\n");
 }
 
@@ -464,10 +468,24 @@ void Run::restore(const std::string& path) {
   const auto& win = ck.tensor("runner.return_window");
   s_.window.assign(win.f32().begin(), win.f32().end());
   ck.tensor("runner.shuffle_rng").to_pod(shuffle_rng());
+  // The reward scaler holds (mean, var, count) and one running return per env,
+  // so it tells how many envs the checkpoint's run had.
   const std::vector<uint8_t>& sb = ck.tensor("runner.reward_scaler").bytes;
+  MAMBARL_CHECK(sb.size() % sizeof(double) == 0 && sb.size() >= 3 * sizeof(double),
+                path << ": runner.reward_scaler has " << sb.size() << " bytes, not 3 + one double per env");
   std::vector<double> scaler(sb.size() / sizeof(double));
   std::memcpy(scaler.data(), sb.data(), scaler.size() * sizeof(double));
-  MAMBARL_CHECK(sb.size() % sizeof(double) == 0 && set_reward_scaler_state(scaler),
+  const size_t saved_envs = scaler.size() - 3;
+  const ConfigNode env = exp_.section("env");
+  MAMBARL_USER_CHECK(saved_envs == static_cast<size_t>(num_envs_),
+                     "cannot resume from " << path << ": the checkpoint has " << saved_envs
+                                           << " envs and the config " << num_envs_ << " (env.num_envs"
+                                           << (env.has("num_envs") || env.override_of("num_envs")
+                                                   ? " at " + env.where("num_envs")
+                                                   : std::string(", the default"))
+                                           << "); resume with env.num_envs=" << saved_envs
+                                           << ", or train without --resume");
+  MAMBARL_CHECK(set_reward_scaler_state(scaler),
                 path << ": runner.reward_scaler does not fit this run's " << K_ << " x " << Bk_ << " envs");
   // Checkpoints from before overlap_envs existed have one lane.
   const int saved_lanes = ck.metadata.count("runner.env_lanes") ? static_cast<int>(num("runner.env_lanes")) : 1;
@@ -712,9 +730,15 @@ void Run::fail_stalled(const ActorWatchdog::Stall& stall, const std::atomic<int>
 }
 
 TrainSummary Run::go() {
+  const std::string resume_from = opts_.resume_from.empty() ? ckpt_path_ : opts_.resume_from;
+  // Before build(), which writes config.yaml into out_dir: a mistyped out_dir
+  // must not look like a run that started.
+  MAMBARL_USER_CHECK(
+      !opts_.resume || fs::exists(resume_from),
+      "no checkpoint to resume: " << resume_from << " does not exist (train without --resume to start)");
   build();
   t0_ = Clock::now();
-  if (opts_.resume) restore(opts_.resume_from.empty() ? ckpt_path_ : opts_.resume_from);
+  if (opts_.resume) restore(resume_from);
   metrics_ = std::make_unique<MetricsLog>(
       (fs::path(rt_.out_dir) / (rt_.metrics_format == "csv" ? "metrics.csv" : "metrics.jsonl")).string(),
       rt_.metrics_format, opts_.resume ? s_.update : -1);
