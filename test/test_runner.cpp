@@ -357,7 +357,7 @@ BOOST_AUTO_TEST_CASE(user_mistakes_with_files_get_plain_messages) {
   check_user_facing(msg);
 
   EvalOptions eval;
-  eval.checkpoint = path;  // a config, not a checkpoint
+  eval.weights = path;  // a config, not a checkpoint
   std::ostringstream eval_out;
   msg = error_of([&] { run_evaluation(eval, eval_out); });
   BOOST_TEST(msg.rfind(path + " is not a safetensors checkpoint (its first 8 bytes give a header length of ",
