@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -60,6 +61,26 @@ inline std::string read_text(const std::string& path) {
   std::ostringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+// What a child that ran to its end left: its exit code (-1 when a signal
+// ended it) and its output (stdout and stderr).
+struct Ran {
+  int exit_code = -1;
+  std::string out;
+};
+
+// Runs `argv` to its end with its output in `log_path`; a child still
+// running after `limit` is killed and fails the test case.
+inline Ran run_to_end(const std::vector<std::string>& argv, const std::string& log_path,
+                      std::chrono::seconds limit = std::chrono::seconds(300)) {
+  const pid_t pid = spawn(argv, {}, log_path);
+  BOOST_REQUIRE_GT(pid, 0);
+  const std::optional<int> status = wait_for(pid, limit);
+  if (!status) kill_and_reap(pid);
+  BOOST_REQUIRE_MESSAGE(status, argv[0] << " still running after " << limit.count() << " s:\n"
+                                        << read_text(log_path));
+  return Ran{WIFEXITED(*status) ? WEXITSTATUS(*status) : -1, read_text(log_path)};
 }
 
 }  // namespace mambarl::test

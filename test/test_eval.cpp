@@ -21,11 +21,6 @@ using namespace mambarl::test;
 
 namespace {
 
-struct Ran {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr
-};
-
 const fs::path& work_dir() {
   static const fs::path dir = [] {
     const fs::path d = fs::temp_directory_path() / ("mambarl_test_eval_" + std::to_string(::getpid()));
@@ -47,13 +42,7 @@ struct RemoveWorkDir {
 Ran run_mambarl(const std::vector<std::string>& args, const std::string& name) {
   std::vector<std::string> argv{MAMBARL_TEST_BIN};
   argv.insert(argv.end(), args.begin(), args.end());
-  const std::string log = (work_dir() / (name + ".out")).string();
-  const pid_t pid = spawn(argv, {}, log);
-  BOOST_REQUIRE_GT(pid, 0);
-  const std::optional<int> status = wait_for(pid, std::chrono::seconds(300));
-  if (!status) kill_and_reap(pid);
-  BOOST_REQUIRE_MESSAGE(status, name << " still running after 300 s:\n" << read_text(log));
-  return Ran{WIFEXITED(*status) ? WEXITSTATUS(*status) : -1, read_text(log)};
+  return run_to_end(argv, (work_dir() / (name + ".out")).string());
 }
 
 std::string config_path() {

@@ -322,19 +322,8 @@ BOOST_AUTO_TEST_CASE(the_random_floor_averages_the_first_whole_episodes_of_every
 
 namespace {
 
-struct Ran {
-  int exit_code = -1;
-  std::string out;
-};
-
 Ran run(const std::vector<std::string>& argv, const TempDir& dir, const std::string& name) {
-  const std::string log = (dir.path / (name + ".out")).string();
-  const pid_t pid = spawn(argv, {}, log);
-  BOOST_REQUIRE_GT(pid, 0);
-  const std::optional<int> status = wait_for(pid, std::chrono::seconds(300));
-  if (!status) kill_and_reap(pid);
-  BOOST_REQUIRE_MESSAGE(status, name << " still running after 300 s:\n" << read_text(log));
-  return Ran{WIFEXITED(*status) ? WEXITSTATUS(*status) : -1, read_text(log)};
+  return run_to_end(argv, (dir.path / (name + ".out")).string());
 }
 
 const std::string kShort = "algo.total_env_steps=4096";
