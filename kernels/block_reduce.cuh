@@ -11,7 +11,7 @@
 
 namespace mambarl::cuda {
 
-constexpr float kNormEpsF = 1e-5f;  // MATH.md: all norms use eps = 1e-5
+constexpr float kNormEpsF = 1e-5f;  // policy/MATH.md "Notation": all norms use eps = 1e-5
 
 // float, or double where a sum over many terms must keep its digits (the
 // learner's loss metrics and gradient norm accumulate in double, as the CPU).

@@ -1,4 +1,4 @@
-// GAE(λ) over a (T, B) device chunk (MATH.md "PPO"), the twin of
+// GAE(λ) over a (T, B) device chunk (policy/MATH.md "PPO with GAE"), the twin of
 // tools/gae.cpp's compute_gae: the same formula with the bootstrap on
 // truncation, evaluated in double in the same order (one thread per env,
 // t walking backwards), so the two agree to the rounding of the stored

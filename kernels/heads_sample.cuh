@@ -1,5 +1,5 @@
 // Final RMSNorm, policy and value heads, and action sampling on the GPU
-// (MATH.md "Actor-critic model"; CPU twins: ActorCritic::forward's heads,
+// (policy/MATH.md "Actor-critic model"; CPU twins: ActorCritic::forward's heads,
 // CpuActor::act, policy/distributions.hpp). One block per env:
 //   f = RMSNorm(h; w_f),  head = W_π f + b_π,  V = w_v · f + b_v,
 // then, when sampling, one draw from env b's own Rng exactly as the CPU

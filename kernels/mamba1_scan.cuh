@@ -1,5 +1,5 @@
 // Mamba-1 mixer over a training chunk on the GPU: the non-GEMM stages of the
-// forward and backward through time (MATH.md "Mamba-1 mixer", "Episode
+// forward and backward through time (policy/MATH.md "Mamba-1 mixer", "Episode
 // boundaries"; CPU twin: policy/mamba1.cpp). The four projections are cuBLAS
 // GEMMs issued by the caller (policy/gpu_mamba1_mixer.cpp); these kernels do
 // the rest:

@@ -1,5 +1,5 @@
 // Mamba-1 mixer, T=1 step on the GPU: everything between in_proj and
-// out_proj of one layer (MATH.md "Mamba-1 mixer"; CPU twin: policy/mamba1.cpp),
+// out_proj of one layer (policy/MATH.md "Mamba-1 mixer"; CPU twin: policy/mamba1.cpp),
 // as two kernels shaped by what each phase reads:
 //   pre    a tile of kMamba1PreEnvs envs per block at large batches (one
 //          env per block below 512 envs, where tiles would leave SMs idle),

@@ -1,5 +1,5 @@
 // Mamba-3 SISO mixer over a training chunk on the GPU: forward and backward
-// through time with per-env episode starts (MATH.md "Mamba-3 SISO mixer",
+// through time with per-env episode starts (policy/MATH.md "Mamba-3 SISO mixer",
 // "Episode boundaries"; CPU twin: policy/mamba3.cpp). Everything between
 // in_proj and out_proj; the GEMMs and the column sums that turn per-token
 // gradient terms into parameter gradients are the caller's

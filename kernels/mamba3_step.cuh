@@ -1,5 +1,5 @@
 // Mamba-3 SISO mixer, T=1 step on the GPU: everything between in_proj and
-// out_proj of one layer in one kernel (MATH.md "Mamba-3 SISO mixer"; CPU
+// out_proj of one layer in one kernel (policy/MATH.md "Mamba-3 SISO mixer"; CPU
 // twin: policy/mamba3.cpp). One block per env:
 //   r = 1/rms(h), the in_proj row scaled by r (the layer's RMSNorm weight is
 //   folded into in_proj) and split into z, x, B, C, dd_dt, dd_A, λ, θ  ->

@@ -1,4 +1,4 @@
-// The two roles of a policy (DESIGN.md "The plugin boundary") as the Mamba
+// The two roles of a policy (plugin/DESIGN.md "Architecture") as the Mamba
 // plugin's ABI functions see them, whichever device runs them: a LearnerRole
 // (parameters, optimizer, checkpoints) and ActorRoles (one recurrent state
 // slot per env). policy_plugin.cpp talks only to these, so an engine on

@@ -80,7 +80,7 @@ typedef struct mambarl_policy_create_args {
                                     state and accumulation stay float32 */
 } mambarl_policy_create_args;
 
-/* One training chunk of B sequences of T steps (DESIGN.md "learner").
+/* One training chunk of B sequences of T steps (plugin/DESIGN.md "The plugin ABI").
  * Since ABI 4 the views may all be on MAMBARL_DEVICE_CUDA when the policy's
  * learner runs on the GPU (no host round trip; train_step still returns
  * only when the update is done). Mixed devices within one chunk are refused. */

@@ -1,4 +1,4 @@
-// The recurrent actor-critic model (MATH.md "Actor-critic model"):
+// The recurrent actor-critic model (policy/MATH.md "Actor-critic model"):
 //   h⁰ = W_obs o + b_obs;  hˡ⁺¹ = hˡ + Mixerˡ(RMSNorm(hˡ; wˡ));  f = RMSNorm(h^L; w_f)
 //   head = W_π f + b_π (logits, or the Gaussian mean; log σ a parameter);  V = W_v f + b_v
 // The mixer of every layer comes from a factory, so Mamba-1, Mamba-3, GRU and

@@ -15,7 +15,7 @@ struct AdamWConfig {
   double lr = 3e-4;
   double beta1 = 0.9;
   double beta2 = 0.999;
-  double eps = 1e-8;  // PyTorch's default; MATH.md does not override it
+  double eps = 1e-8;  // PyTorch's default; policy/MATH.md does not override it
   double weight_decay = 0.0;
   double max_grad_norm = 0.5;  // <= 0 disables clipping
 };

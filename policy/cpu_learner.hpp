@@ -1,7 +1,7 @@
 // The learner role on the CPU: one PPO update on a [T, B] chunk
 // (zero grads -> forward from the stored initial states with resets -> loss
 // -> backward through time -> global-norm clip -> AdamW), plus checkpoints.
-// Master weights and moments are float32 (MATH.md).
+// Master weights and moments are float32 (policy/MATH.md "Precision").
 #pragma once
 
 #include <map>

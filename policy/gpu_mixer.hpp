@@ -6,7 +6,7 @@
 // layer, in_proj and out_proj included, from the initial state each sequence
 // started with, with episode_start resets inside the chunk; backward() sends
 // dY back to dU and accumulates every parameter gradient of the layer. No
-// gradient flows through a reset or into the initial state (MATH.md).
+// gradient flows through a reset or into the initial state (policy/MATH.md "Episode boundaries").
 //
 // Memory: prepare(T, B) allocates everything forward/backward need for that
 // chunk shape, once (policy/cuda_graph.hpp: a captured graph bakes pointers

@@ -1,5 +1,5 @@
 // GRU mixer, CPU reference: forward and backward through time with per-env
-// resets (MATH.md "Episode boundaries": h <- 0 before a step with s_t = 1).
+// resets (policy/MATH.md "Episode boundaries": h <- 0 before a step with s_t = 1).
 //
 // Work split: the input side W_ih u + b_ih has no recurrence, so it is one
 // GEMM over all T*B rows; only W_hh h + b_hh runs per step, as a GEMM over

@@ -1,5 +1,5 @@
 // Mamba-1 mixer, CPU reference: forward and backward through time with
-// per-env resets (MATH.md "Mamba-1 mixer", "Episode boundaries").
+// per-env resets (policy/MATH.md "Mamba-1 mixer", "Episode boundaries").
 //
 // Work split: everything that is not recurrent runs over all T*B token rows
 // at once (the four projections as whole-matrix GEMMs, softplus, silu, the

@@ -1,4 +1,4 @@
-// The Mamba-1 selective-SSM mixer on the CPU (MATH.md "Mamba-1 mixer"):
+// The Mamba-1 selective-SSM mixer on the CPU (policy/MATH.md "Mamba-1 mixer"):
 // in_proj -> causal depthwise conv -> silu -> input-dependent (Δ, B, C) ->
 // diagonal SSM scan over E channels × N states -> skip D -> silu(z) gate ->
 // out_proj, with the SSM state H and the conv window carried per env.

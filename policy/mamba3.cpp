@@ -1,5 +1,5 @@
 // Mamba-3 SISO mixer, CPU reference: forward and backward through time with
-// per-env resets (MATH.md "Mamba-3 SISO mixer", "Episode boundaries").
+// per-env resets (policy/MATH.md "Mamba-3 SISO mixer", "Episode boundaries").
 //
 // Work split: everything that is not recurrent runs over all T*B token rows
 // at once (in_proj/out_proj as whole-matrix GEMMs, the per-head scalars, the

@@ -1,4 +1,4 @@
-// The Mamba-3 SISO mixer on the CPU (MATH.md "Mamba-3 SISO mixer"): a
+// The Mamba-3 SISO mixer on the CPU (policy/MATH.md "Mamba-3 SISO mixer"): a
 // trapezoidal-discretised SSM with data-dependent rotary angles on B/C, no
 // conv, per-head scalar decay, carried (S, k_prev, v_prev, φ) per env.
 //

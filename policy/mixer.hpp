@@ -9,7 +9,7 @@
 // tests check that hand-off (conv window, angles, k/v_prev) explicitly.
 //
 // Resets: starts[t*B+b] = 1 zeroes env b's state before step t, for this env
-// only (MATH.md, "Episode boundaries"). The backward pass sends no gradient
+// only (policy/MATH.md, "Episode boundaries"). The backward pass sends no gradient
 // through a reset and none into the initial state (it is data in PPO).
 //
 // State layout: the state of one env for one layer is state_size() contiguous

@@ -10,7 +10,7 @@
 
 namespace mambarl {
 
-constexpr double kNormEps = 1e-5;  // MATH.md: all norms use eps = 1e-5
+constexpr double kNormEps = 1e-5;  // policy/MATH.md "Notation": all norms use eps = 1e-5
 
 template <typename S>
 inline S sigmoid(S v) {

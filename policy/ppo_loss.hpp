@@ -1,4 +1,4 @@
-// The recurrent-PPO loss on one minibatch of tokens (MATH.md "PPO"):
+// The recurrent-PPO loss on one minibatch of tokens (policy/MATH.md "PPO with GAE"):
 //   L = -mean(min(ρÂ, clip(ρ, 1-ε, 1+ε)Â)) + c_v·mean((V - R)²)/2 - c_e·mean(entropy)
 // with Â normalised over the minibatch (treated as a constant), and its
 // derivatives w.r.t. the head outputs, the values and log σ.

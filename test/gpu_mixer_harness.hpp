@@ -27,7 +27,7 @@
 
 namespace mambarl::test {
 
-// The f32 bound of DESIGN.md "Numerics": the two paths differ only in
+// The f32 bound of plugin/DESIGN.md "Numerics and tolerances": the two paths differ only in
 // summation order (cuBLAS vs Eigen GEMMs, parallel vs serial sums), i.e.
 // rounding near 1e-6 relative, amplified a little by the recurrence.
 constexpr double kMixerRelTol = 1e-4, kMixerElemRtol = 1e-3, kMixerElemAtol = 1e-5;

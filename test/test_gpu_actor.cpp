@@ -132,7 +132,7 @@ struct Tolerance {
   bool check_state;
 };
 
-// The f32 bound of DESIGN.md "Numerics". The paths differ only in summation
+// The f32 bound of plugin/DESIGN.md "Numerics and tolerances". The paths differ only in summation
 // order (tiled vs Eigen GEMMs, tree vs serial sums) and in the pre-norm
 // weight being folded into in_proj, i.e. rounding at ~1e-6; the elementwise
 // floor keeps near-zero entries from dominating.

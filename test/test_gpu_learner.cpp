@@ -63,7 +63,7 @@ constexpr int kObs = 5;
 // Post-AdamW weights: lr small enough that one update's f32 rounding
 // difference stays far below the 1e-4 bound (the update is ~lr per entry).
 constexpr double kLr = 1e-4;
-// DESIGN.md "Numerics": f32 normwise 1e-4; elementwise with a floor, as the
+// plugin/DESIGN.md "Numerics and tolerances": f32 normwise 1e-4; elementwise with a floor, as the
 // mixer harness (test/gpu_mixer_harness.hpp) and for the same reasons.
 constexpr double kRel = 1e-4, kElemRtol = 1e-3, kElemAtol = 1e-5;
 
@@ -73,7 +73,7 @@ struct Tolerance {
 constexpr Tolerance kF32Tol{kRel, kElemRtol, kElemAtol};
 // bf16/f16 GEMM inputs: 8 (11) bits of mantissa, so each product carries
 // ~2e-3 (5e-4) relative rounding into f32 sums; through two layers, the
-// scans and the backward the DESIGN.md bound is 3e-2 normwise. Elementwise
+// scans and the backward the plugin/DESIGN.md bound is 3e-2 normwise. Elementwise
 // as mamba_ssm holds its bf16 kernels (rtol 3e-2, atol 5e-2 at O(1) values),
 // loosened to 1e-1 relative for entries that are sums with cancellation.
 constexpr Tolerance kLowTol{3e-2, 1e-1, 5e-2};

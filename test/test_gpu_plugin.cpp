@@ -103,12 +103,12 @@ struct Tolerance {
   double max_action_mismatch;
 };
 
-// f32: DESIGN.md's bound. The engines differ in summation order and in the
+// f32: plugin/DESIGN.md's bound. The engines differ in summation order and in the
 // pre-norm weight folded into in_proj (rounding at ~1e-6), so a draw flips
 // only within ~1e-6 of a boundary: about 0.01 expected flips in these 7680
 // draws; 2 allowed.
 constexpr Tolerance kF32{1e-4, 1e-3, 1e-4, 2.0 / 7680};
-// bf16 weights (f32 state and sums): DESIGN.md's 2e-2. Logits off by ~1e-2
+// bf16 weights (f32 state and sums): plugin/DESIGN.md's 2e-2. Logits off by ~1e-2
 // move each CDF boundary by ~1e-2 x its density, flipping well under 1% of
 // the draws; a broken actor flips most of them.
 constexpr Tolerance kBf16{2e-2, 1e-1, 5e-2, 0.02};
@@ -219,7 +219,7 @@ PluginChunk chunk_for(const Case& c, const PolicyHandle& p, int T, int B, uint64
   return PluginChunk(p, kObs, c.discrete, c.action_dim, T, B, seed);
 }
 
-// DESIGN.md's f32 bound on the loss terms (means over tokens: an absolute
+// plugin/DESIGN.md's f32 bound on the loss terms (means over tokens: an absolute
 // floor for terms near zero).
 void check_metric(const std::string& what, double gpu, double cpu, double abs_floor) {
   BOOST_CHECK_MESSAGE(std::abs(gpu - cpu) <= 1e-4 * std::abs(cpu) + abs_floor,

@@ -1,6 +1,6 @@
 // Mamba-1 mixer: config validation, parameter registration and init, the
 // generic mixer checks (finite differences, step == chunk, resets), float vs
-// double, and an independent token-by-token re-implementation of MATH.md.
+// double, and an independent token-by-token re-implementation of policy/MATH.md.
 #define BOOST_TEST_MODULE mamba1
 #include <boost/test/unit_test.hpp>
 
@@ -76,7 +76,7 @@ void check_final_state_forgets_past(const Mixer<double>& mixer, const ParamLayou
 }
 
 // ---------------------------------------------------------------------------
-// An independent re-implementation, written from MATH.md token by token with
+// An independent re-implementation, written from policy/MATH.md token by token with
 // scalar loops and the state-based form of the conv (a window of the last
 // d_conv-1 x values, shifted each step, zeroed with H at a start), whereas
 // the mixer indexes x rows of the chunk. Parameters are looked up by name.

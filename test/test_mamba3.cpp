@@ -1,6 +1,6 @@
 // Mamba-3 SISO mixer: config validation, parameter names/shapes/init, the
 // generic mixer harness (finite differences, step == chunk, resets), float vs
-// double, and an independent scalar re-implementation of MATH.md that catches
+// double, and an independent scalar re-implementation of policy/MATH.md that catches
 // a wrong formula whose gradient is nevertheless consistent.
 #define BOOST_TEST_MODULE mamba3
 #include <boost/test/unit_test.hpp>
@@ -57,7 +57,7 @@ std::vector<uint8_t> harness_starts(int T, int B) {
 }
 
 // ---------------------------------------------------------------------------
-// Independent reference: scalar loops, token by token, straight from MATH.md,
+// Independent reference: scalar loops, token by token, straight from policy/MATH.md,
 // reading parameters by name. Shares no code with the mixer (not even ops.hpp).
 struct NaiveStats {
   int floor_active = 0, floor_inactive = 0, angle_wraps = 0;

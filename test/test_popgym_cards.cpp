@@ -1,6 +1,6 @@
 // Reference checks of the POPGym card envs repeat_first, autoencode,
-// higher_lower and concentration against popgym's definitions (ENVS.md, "The
-// rest of the POPGym memory suite"): per difficulty the spec (obs_dim, actions,
+// higher_lower and concentration against popgym's definitions (envs/ENVS.md,
+// "The env types"): per difficulty the spec (obs_dim, actions,
 // time limit), episode lengths and terminated vs truncated, a policy scripted
 // from the observations alone (as a memory policy sees them) reaching the best
 // return popgym's scoring allows, and a uniform policy's expected floor.

@@ -10,7 +10,7 @@
 
 namespace mambarl::test {
 
-// Normwise relative error ||a - b|| / ||b|| (DESIGN.md "Numerics"); NaN never passes.
+// Normwise relative error ||a - b|| / ||b|| (plugin/DESIGN.md "Numerics and tolerances"); NaN never passes.
 template <typename DA, typename DB>
 double rel_error(const Eigen::MatrixBase<DA>& a, const Eigen::MatrixBase<DB>& b) {
   const double num = (a.template cast<double>() - b.template cast<double>()).norm();

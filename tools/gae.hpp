@@ -1,4 +1,4 @@
-// Generalised advantage estimation over a [T, B] chunk (MATH.md "PPO"), with
+// Generalised advantage estimation over a [T, B] chunk (policy/MATH.md "PPO with GAE"), with
 // the bootstrap on truncation: a time-limit end is not a terminal state, so
 // its TD target uses V(final obs), while a terminal state contributes 0.
 #pragma once
