@@ -68,10 +68,11 @@ class GpuLearnerRole final : public LearnerRole {
 
   std::shared_ptr<const ActorCritic<float>> shared_model() const override { return l_.shared_model(); }
   TrainResult train_step(const ChunkView& chunk, double lr) override {
-    if (chunk.T != T_ || chunk.B != B_) {
-      l_.prepare(chunk.T, chunk.B);
+    if (chunk.T != T_ || chunk.B != B_ || chunk.context_T != Tc_) {
+      l_.prepare(chunk.T, chunk.B, chunk.context_T);
       T_ = chunk.T;
       B_ = chunk.B;
+      Tc_ = chunk.context_T;
     }
     return l_.train_step(chunk, lr);
   }
@@ -91,7 +92,7 @@ class GpuLearnerRole final : public LearnerRole {
 
  private:
   GpuLearner l_;
-  int T_ = 0, B_ = 0;  // the chunk shape l_ is prepared for (0: none yet)
+  int T_ = 0, B_ = 0, Tc_ = 0;  // the chunk shape l_ is prepared for (T_ 0: none yet)
 };
 
 }  // namespace

@@ -20,10 +20,11 @@
 extern "C" {
 #endif
 
-#define MAMBARL_PLUGIN_ABI_VERSION 6u  /* 2: env factories; 3: dtype in create args, MAMBARL_UNSUPPORTED;
+#define MAMBARL_PLUGIN_ABI_VERSION 7u  /* 2: env factories; 3: dtype in create args, MAMBARL_UNSUPPORTED;
                                           4: split-phase and device-enqueued actor steps, device chunks;
                                           5: peeks take the envs whose value is needed;
-                                          6: load_weights (exported files), greedy actors */
+                                          6: load_weights (exported files), greedy actors;
+                                          7: chunks with loss-free context steps */
 #define MAMBARL_PLUGIN_ENTRY "mambarl_plugin_register"
 
 #if defined(__GNUC__)
@@ -81,15 +82,19 @@ typedef struct mambarl_policy_create_args {
 } mambarl_policy_create_args;
 
 /* One training chunk of B sequences of T steps (plugin/DESIGN.md "The plugin ABI").
+ * The loss covers the last L <= T steps (L from actions' shape); since ABI 7
+ * the T - L steps before them are context: they carry the recurrent state and
+ * the gradient of the later steps' loss through it, and add no loss terms
+ * (truncated BPTT longer than the rollout chunk, algo.bptt_len).
  * Since ABI 4 the views may all be on MAMBARL_DEVICE_CUDA when the policy's
  * learner runs on the GPU (no host round trip; train_step still returns
  * only when the update is done). Mixed devices within one chunk are refused. */
 typedef struct mambarl_chunk {
   mambarl_tensor obs;            /* (T, B, obs_dim) f32 */
-  mambarl_tensor actions;        /* (T, B, act_width) f32; act_width = 1 for discrete */
-  mambarl_tensor old_logp;       /* (T, B) f32 */
-  mambarl_tensor advantages;     /* (T, B) f32 */
-  mambarl_tensor returns;        /* (T, B) f32 */
+  mambarl_tensor actions;        /* (L, B, act_width) f32; act_width = 1 for discrete */
+  mambarl_tensor old_logp;       /* (L, B) f32 */
+  mambarl_tensor advantages;     /* (L, B) f32 */
+  mambarl_tensor returns;        /* (L, B) f32 */
   mambarl_tensor episode_start;  /* (T, B) u8 */
   mambarl_tensor initial_state;  /* (B, state_size) f32: the state each sequence started with */
 } mambarl_chunk;

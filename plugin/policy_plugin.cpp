@@ -293,10 +293,15 @@ mambarl_status train_step(mambarl_policy* p, const mambarl_chunk* c, double lr, 
     // chunks). A CPU learner takes host memory only.
     const int32_t dev = s.engine.device == Device::cuda && c->obs.device == kCuda ? kCuda : kCpu;
     check_view("train_step: obs", c->obs, kF32, dev, {T, B, O});
-    check_view("train_step: actions", c->actions, kF32, dev, {T, B, W});
-    check_view("train_step: old_logp", c->old_logp, kF32, dev, {T, B});
-    check_view("train_step: advantages", c->advantages, kF32, dev, {T, B});
-    check_view("train_step: returns", c->returns, kF32, dev, {T, B});
+    // The loss steps L: the last L of the T (the ones before are context).
+    const int64_t L = c->actions.ndim == 3 ? c->actions.shape[0] : T;
+    if (L < 1 || L > T)
+      throw Error("train_step: actions has " + std::to_string(L) + " steps; the loss covers 1 to T = " +
+                  std::to_string(T) + " steps (the last ones of obs)");
+    check_view("train_step: actions", c->actions, kF32, dev, {L, B, W});
+    check_view("train_step: old_logp", c->old_logp, kF32, dev, {L, B});
+    check_view("train_step: advantages", c->advantages, kF32, dev, {L, B});
+    check_view("train_step: returns", c->returns, kF32, dev, {L, B});
     check_view("train_step: episode_start", c->episode_start, kU8, dev, {T, B});
     check_view("train_step: initial_state", c->initial_state, kF32, dev, {B, S});
     MAMBARL_CHECK(std::isfinite(lr) && lr >= 0, "train_step: lr must be finite and >= 0, got " << lr);
@@ -312,6 +317,7 @@ mambarl_status train_step(mambarl_policy* p, const mambarl_chunk* c, double lr, 
     v.returns = static_cast<const float*>(c->returns.data);
     v.episode_start = static_cast<const uint8_t*>(c->episode_start.data);
     v.initial_state = static_cast<const float*>(c->initial_state.data);
+    v.context_T = static_cast<int>(T - L);
     const TrainResult r = s.learner->train_step(v, lr);
     *out = mambarl_train_metrics{r.loss.loss,      r.loss.pg_loss,   r.loss.v_loss, r.loss.entropy,
                                  r.loss.approx_kl, r.loss.clip_frac, r.grad_norm,   r.skipped ? 1 : 0};

@@ -22,6 +22,8 @@ TrainResult CpuLearner::train_step(const ChunkView& c, double lr) {
   const auto& spec = model_->spec();
   const int M = c.T * c.B;
   MAMBARL_CHECK(c.T >= 1 && c.B >= 1, "train_step: empty chunk (T=" << c.T << ", B=" << c.B << ")");
+  MAMBARL_CHECK(c.context_T >= 0 && c.context_T < c.T,
+                "train_step: " << c.context_T << " context steps in a chunk of T=" << c.T);
   MAMBARL_CHECK(!c.on_device,
                 "train_step: the CPU learner reads host memory; this chunk is on a CUDA device");
   obs_ = ConstMatMap<float>(c.obs, M, spec.obs_dim);
@@ -31,10 +33,20 @@ TrainResult CpuLearner::train_step(const ChunkView& c, double lr) {
   model_->forward(params_.data(), obs_, c.episode_start, c.T, c.B, state_.data(), cache_, head_, values_);
   const ParamId ls = model_->log_std_id();
   ParamView<float> P(model_->layout(), params_.data()), G(model_->layout(), grads_.data());
+  // The loss reads the last L = T - context_T steps, rows [Mc, M) time-major;
+  // the context rows get zero head gradients (their state still carries the
+  // loss rows' gradient back through the scan).
+  const int Mc = c.context_T * c.B, Ml = M - Mc;
+  head_loss_ = head_.bottomRows(Ml);
+  values_loss_ = values_.tail(Ml);
   TrainResult r;
-  r.loss = ppo_loss<float>(spec.head, loss_cfg_, head_, values_, ls >= 0 ? P.ptr(ls) : nullptr,
-                           PpoBatch{c.actions, c.old_logp, c.advantages, c.returns}, dhead_,
-                           dvalues_, ls >= 0 ? G.ptr(ls) : nullptr);
+  r.loss = ppo_loss<float>(spec.head, loss_cfg_, head_loss_, values_loss_, ls >= 0 ? P.ptr(ls) : nullptr,
+                           PpoBatch{c.actions, c.old_logp, c.advantages, c.returns}, dhead_loss_,
+                           dvalues_loss_, ls >= 0 ? G.ptr(ls) : nullptr);
+  dhead_.setZero(M, head_.cols());
+  dhead_.bottomRows(Ml) = dhead_loss_;
+  dvalues_.setZero(M);
+  dvalues_.tail(Ml) = dvalues_loss_;
   if (!std::isfinite(r.loss.loss)) {
     r.skipped = true;
     r.reason = "loss is not finite (" + std::to_string(r.loss.loss) + ")";

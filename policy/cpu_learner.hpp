@@ -17,18 +17,21 @@
 namespace mambarl {
 
 // Borrowed views of one chunk; every array is time-major (t, b, ...).
+// L = T - context_T: the loss covers the last L steps; the context_T steps
+// before them carry state and gradient only (mambarl_chunk, ABI 7).
 struct ChunkView {
   int T = 0, B = 0;
   const float* obs = nullptr;            // (T, B, obs_dim)
-  const float* actions = nullptr;        // (T, B, act_width)
-  const float* old_logp = nullptr;       // (T, B)
-  const float* advantages = nullptr;     // (T, B)
-  const float* returns = nullptr;        // (T, B)
+  const float* actions = nullptr;        // (L, B, act_width)
+  const float* old_logp = nullptr;       // (L, B)
+  const float* advantages = nullptr;     // (L, B)
+  const float* returns = nullptr;        // (L, B)
   const uint8_t* episode_start = nullptr;// (T, B)
   const float* initial_state = nullptr;  // (B, state_size)
   // Every array is CUDA device memory (a GPU learner's input only). Last, so
   // that positional initialisers of the arrays keep working.
   bool on_device = false;
+  int context_T = 0;  // leading steps without loss, 0 <= context_T < T
 };
 
 struct TrainResult {
@@ -73,6 +76,8 @@ class CpuLearner {
   // Per-update scratch, reused (sizes fixed by the chunk shape).
   Mat<float> obs_, head_, dhead_;
   Vec<float> values_, dvalues_;
+  Mat<float> head_loss_, dhead_loss_;  // the loss rows of head_ / dhead_ (no context)
+  Vec<float> values_loss_, dvalues_loss_;
   AlignedVec<float> state_;  // (B, state_size)
 };
 

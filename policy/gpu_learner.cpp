@@ -66,6 +66,7 @@ struct GpuLearner::Impl {
   Precision precision = Precision::float32;
   Launch mode = Launch::graph;
   int T = 0, B = 0, M = 0;  // the prepared chunk shape, M = T*B
+  int Tc = 0, Ml = 0;       // context steps (no loss); loss rows Ml = (T - Tc) * B, the last of the M
   bool warmed_up = false;   // one eager update of this shape ran (lazy loading, cuBLAS setup)
 
   CudaStream stream;
@@ -117,8 +118,8 @@ struct GpuLearner::Impl {
   size_t offset(const std::string& name, const std::vector<int64_t>& shape) const {
     return model->layout().offset_of(name, shape, "GpuLearner");
   }
-  void prepare(int T_, int B_);
-  void allocate(int T_, int B_);
+  void prepare(int T_, int B_, int Tc_);
+  void allocate(int T_, int B_, int Tc_);
   template <typename T_>
   T_* in(size_t off) const {
     return reinterpret_cast<T_*>(in_dev.data() + off);
@@ -200,27 +201,30 @@ GpuLearner::Impl::Impl(const PolicyConfig& pol, int obs, const HeadSpec& hs, con
   v_b = offset("v.bias", {1});
 }
 
-void GpuLearner::Impl::prepare(int T_, int B_) {
+void GpuLearner::Impl::prepare(int T_, int B_, int Tc_) {
   MAMBARL_CHECK(T_ >= 1 && B_ >= 1, "GpuLearner: empty chunk (T=" << T_ << ", B=" << B_ << ")");
+  MAMBARL_CHECK(Tc_ >= 0 && Tc_ < T_, "GpuLearner: " << Tc_ << " context steps in a chunk of T=" << T_);
   try {
-    allocate(T_, B_);
+    allocate(T_, B_, Tc_);
   } catch (...) {
     // Half-resized buffers must never be used: no shape is prepared, so the
     // next train_step() prepares again instead of running on them.
-    T = B = M = 0;
+    T = B = M = Tc = Ml = 0;
     graph.reset();
     throw;
   }
 }
 
-void GpuLearner::Impl::allocate(int T_, int B_) {
+void GpuLearner::Impl::allocate(int T_, int B_, int Tc_) {
   sync();
   T = T_;
   B = B_;
   M = T * B;
+  Tc = Tc_;
+  Ml = (T - Tc) * B;
   warmed_up = false;
   graph.reset();
-  const size_t m = static_cast<size_t>(M), d = static_cast<size_t>(D);
+  const size_t m = static_cast<size_t>(M), ml = static_cast<size_t>(Ml), d = static_cast<size_t>(D);
   // Staging: the lr first (8-byte aligned), then each array on its own 256-byte boundary.
   size_t at = 0;
   const auto take = [&](size_t bytes) {
@@ -230,10 +234,10 @@ void GpuLearner::Impl::allocate(int T_, int B_) {
   };
   st.lr = take(sizeof(double));
   st.obs = take(m * obs_dim * sizeof(float));
-  st.actions = take(m * act_width * sizeof(float));
-  st.old_logp = take(m * sizeof(float));
-  st.adv = take(m * sizeof(float));
-  st.returns = take(m * sizeof(float));
+  st.actions = take(ml * act_width * sizeof(float));
+  st.old_logp = take(ml * sizeof(float));
+  st.adv = take(ml * sizeof(float));
+  st.returns = take(ml * sizeof(float));
   st.state0 = take(static_cast<size_t>(B) * S * sizeof(float));
   st.starts = take(m);
   st.bytes = at;
@@ -274,6 +278,7 @@ std::vector<GraphBinding> GpuLearner::Impl::bindings() const {
   std::vector<GraphBinding> b = {
       GraphBinding::value("chunk T", T),
       GraphBinding::value("chunk B", B),
+      GraphBinding::value("context T", Tc),
       GraphBinding::buffer("params", params),
       GraphBinding::buffer("16-bit params", params_low),
       GraphBinding::buffer("16-bit GEMM scratch", gemm_scratch),
@@ -313,13 +318,13 @@ std::vector<GraphBinding> GpuLearner::Impl::bindings() const {
 // caller's pointers; a device chunk and the same chunk from the host stage
 // the same bytes and give the same update bit for bit.
 void GpuLearner::Impl::stage_host(const ChunkView& c) {
-  const size_t rows = static_cast<size_t>(M);
+  const size_t rows = static_cast<size_t>(M), loss_rows = static_cast<size_t>(Ml);
   uint8_t* host = in_host.data();
   std::memcpy(host + st.obs, c.obs, rows * obs_dim * sizeof(float));
-  std::memcpy(host + st.actions, c.actions, rows * act_width * sizeof(float));
-  std::memcpy(host + st.old_logp, c.old_logp, rows * sizeof(float));
-  std::memcpy(host + st.adv, c.advantages, rows * sizeof(float));
-  std::memcpy(host + st.returns, c.returns, rows * sizeof(float));
+  std::memcpy(host + st.actions, c.actions, loss_rows * act_width * sizeof(float));
+  std::memcpy(host + st.old_logp, c.old_logp, loss_rows * sizeof(float));
+  std::memcpy(host + st.adv, c.advantages, loss_rows * sizeof(float));
+  std::memcpy(host + st.returns, c.returns, loss_rows * sizeof(float));
   if (S) std::memcpy(host + st.state0, c.initial_state, static_cast<size_t>(B) * S * sizeof(float));
   std::memcpy(host + st.starts, c.episode_start, rows);
   h2d_bytes = st.bytes;
@@ -328,26 +333,26 @@ void GpuLearner::Impl::stage_host(const ChunkView& c) {
 // Device-to-device on the learner's stream: the caller's writes to the
 // chunk must be complete (its stream synchronised) before train_step.
 void GpuLearner::Impl::stage_device(const ChunkView& c) {
-  const size_t rows = static_cast<size_t>(M);
+  const size_t rows = static_cast<size_t>(M), loss_rows = static_cast<size_t>(Ml);
   const auto copy = [&](size_t off, const void* src, size_t bytes) {
     if (bytes)
       MAMBARL_CUDA_CHECK(
           cudaMemcpyAsync(in_dev.data() + off, src, bytes, cudaMemcpyDeviceToDevice, stream.get()));
   };
   copy(st.obs, c.obs, rows * obs_dim * sizeof(float));
-  copy(st.actions, c.actions, rows * act_width * sizeof(float));
-  copy(st.old_logp, c.old_logp, rows * sizeof(float));
-  copy(st.adv, c.advantages, rows * sizeof(float));
-  copy(st.returns, c.returns, rows * sizeof(float));
+  copy(st.actions, c.actions, loss_rows * act_width * sizeof(float));
+  copy(st.old_logp, c.old_logp, loss_rows * sizeof(float));
+  copy(st.adv, c.advantages, loss_rows * sizeof(float));
+  copy(st.returns, c.returns, loss_rows * sizeof(float));
   copy(st.state0, c.initial_state, static_cast<size_t>(B) * S * sizeof(float));
   copy(st.starts, c.episode_start, rows);
   h2d_bytes = sizeof(double);  // the lr, at offset 0
 }
 
 // The loss kernel indexes logits by the action: validate on the host, as the
-// CPU loss does. `actions`: (M) host memory.
+// CPU loss does. `actions`: (Ml) host memory.
 void GpuLearner::Impl::check_actions(const float* actions) const {
-  for (size_t i = 0; i < static_cast<size_t>(M); ++i) {
+  for (size_t i = 0; i < static_cast<size_t>(Ml); ++i) {
     const float a = actions[i];
     MAMBARL_CHECK(a >= 0.f && a < static_cast<float>(A) && a == std::floor(a),
                   "ppo_loss: action " << a << " is not an integer in [0, " << A << ")");
@@ -388,10 +393,17 @@ void GpuLearner::Impl::record(cudaStream_t s) {
   exec.gemm_rows(M, D, A, f.data(), exec.weight(W, pi_w), 0.f, head.data());
   exec.gemm_rows(M, D, 1, f.data(), exec.weight(W, v_w), 0.f, values.data());
 
+  // The loss covers the last Ml rows; the context rows before them get zero
+  // head gradients (their state still carries the loss rows' gradient).
+  const size_t mc = static_cast<size_t>(M - Ml);
+  if (mc) {
+    MAMBARL_CUDA_CHECK(cudaMemsetAsync(dhead.data(), 0, mc * A * sizeof(float), s));
+    MAMBARL_CUDA_CHECK(cudaMemsetAsync(dvalues.data(), 0, mc * sizeof(float), s));
+  }
   cuda::PpoInputs pin;
-  pin.head = head.data();
+  pin.head = head.data() + mc * A;
   pin.pi_b = W + pi_b;
-  pin.values = values.data();
+  pin.values = values.data() + mc;
   pin.v_b = W + v_b;
   pin.log_std = log_std >= 0 ? W + log_std : nullptr;
   pin.actions = in<float>(st.actions);
@@ -399,15 +411,15 @@ void GpuLearner::Impl::record(cudaStream_t s) {
   pin.advantages = in<float>(st.adv);
   pin.returns = in<float>(st.returns);
   cuda::PpoOutputs pout;
-  pout.dhead = dhead.data();
-  pout.dvalues = dvalues.data();
+  pout.dhead = dhead.data() + mc * A;
+  pout.dvalues = dvalues.data() + mc;
   pout.dlog_std = log_std >= 0 ? G + log_std : nullptr;
   pout.metrics = sc->metrics;
   pout.loss_not_finite = &sc->loss_not_finite;
   cuda::PpoScratch pscr{ppo_stats.data(), loss_terms.data(), log_std >= 0 ? dlog_std_terms.data() : nullptr};
   const cuda::PpoCoefs pc{loss_cfg.clip_eps, loss_cfg.vf_coef, loss_cfg.ent_coef,
                           loss_cfg.normalize_advantages};
-  cuda::ppo_loss(cuda::PpoDims{M, A, model->spec().head.discrete}, pc, pin, pscr, pout, s);
+  cuda::ppo_loss(cuda::PpoDims{Ml, A, model->spec().head.discrete}, pc, pin, pscr, pout, s);
   const float* loss_scale = &sc->scaler.scale;
   if (precision == Precision::float16) {
     // Seed the backward with S: every gradient below is S times the true one.
@@ -528,15 +540,16 @@ GpuLearner::GpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& 
 
 GpuLearner::~GpuLearner() = default;
 
-void GpuLearner::prepare(int T, int B) { impl_->prepare(T, B); }
+void GpuLearner::prepare(int T, int B, int context_T) { impl_->prepare(T, B, context_T); }
 
 TrainResult GpuLearner::train_step(const ChunkView& c, double lr) {
   Impl& m = *impl_;
   MAMBARL_CHECK(c.T >= 1 && c.B >= 1, "train_step: empty chunk (T=" << c.T << ", B=" << c.B << ")");
-  if (m.M == 0) m.prepare(c.T, c.B);
-  MAMBARL_CHECK(c.T == m.T && c.B == m.B, "GpuLearner: prepared (and captured) for chunks of T="
-                                              << m.T << ", B=" << m.B << ", got T=" << c.T << ", B=" << c.B
-                                              << "; call prepare(T, B) to switch shapes");
+  if (m.M == 0) m.prepare(c.T, c.B, c.context_T);
+  MAMBARL_CHECK(c.T == m.T && c.B == m.B && c.context_T == m.Tc,
+                "GpuLearner: prepared (and captured) for chunks of T=" << m.T << ", B=" << m.B << " with " << m.Tc
+                    << " context steps, got T=" << c.T << ", B=" << c.B << " with " << c.context_T
+                    << "; call prepare(T, B, context_T) to switch shapes");
   const std::pair<const void*, const char*> arrays[] = {
       {c.obs, "obs"}, {c.actions, "actions"}, {c.old_logp, "old_logp"}, {c.advantages, "advantages"},
       {c.returns, "returns"}, {c.episode_start, "episode_start"}};
@@ -552,7 +565,7 @@ TrainResult GpuLearner::train_step(const ChunkView& c, double lr) {
       // the staged ones into their (otherwise unused) pinned slot, one sync.
       float* staged = reinterpret_cast<float*>(m.in_host.data() + m.st.actions);
       MAMBARL_CUDA_CHECK(cudaMemcpyAsync(staged, m.in<float>(m.st.actions),
-                                         static_cast<size_t>(m.M) * sizeof(float), cudaMemcpyDeviceToHost,
+                                         static_cast<size_t>(m.Ml) * sizeof(float), cudaMemcpyDeviceToHost,
                                          m.stream.get()));
       m.sync();
       m.check_actions(staged);

@@ -17,10 +17,10 @@
 // atomics): graph replay == eager launches bit for bit, and two learners
 // with the same seed and chunks give the same bits.
 //
-// Shapes: the first train_step (or prepare()) fixes the chunk shape (T, B)
+// Shapes: the first train_step (or prepare()) fixes the chunk shape (T, B, context steps)
 // and allocates every buffer for it, once; the graph is captured on the
 // first graph-mode update of that shape. A chunk of another shape is
-// refused (call prepare(T, B) to switch, which re-allocates and drops the
+// refused (call prepare(T, B, context_T) to switch, which re-allocates and drops the
 // graph), and a replay is refused if any buffer it baked in moved
 // (policy/cuda_graph.hpp), the mixers' buffers included. No device
 // allocation happens after capture.
@@ -63,7 +63,7 @@ class GpuLearner {
 
   // Allocates every buffer for chunks of T x B (and drops a graph captured
   // for another shape). train_step calls it for the first chunk.
-  void prepare(int T, int B);
+  void prepare(int T, int B, int context_T = 0);
 
   // Chunk in, metrics out (one sync per update; a device chunk with a
   // discrete head one more, to check its actions on the host). A chunk with

@@ -106,6 +106,17 @@ struct HostChunk {
                      starts.data(),
                      state0.data()};
   }
+  // The first Tc steps as context: the loss arrays start at step Tc.
+  ChunkView view_with_context(int Tc, int act_width) const {
+    ChunkView v = view();
+    const size_t rows = static_cast<size_t>(Tc) * B;
+    v.actions += rows * act_width;
+    v.old_logp += rows;
+    v.advantages += rows;
+    v.returns += rows;
+    v.context_T = Tc;
+    return v;
+  }
 };
 
 HostChunk make_chunk(const CpuLearner& ref, const LearnerCase& c, uint64_t seed, int T = 0) {
@@ -232,6 +243,34 @@ BOOST_AUTO_TEST_CASE(matches_cpu_learner) {
       check_tensors(tag + " exp_avg", layout, gpu.exp_avg(), cpu.optimizer().exp_avg().data(), 0);
       check_tensors(tag + " exp_avg_sq", layout, gpu.exp_avg_sq(), cpu.optimizer().exp_avg_sq().data(), 0);
       BOOST_CHECK_EQUAL(gpu.step_count(), cpu.optimizer().step_count());
+    }
+  }
+}
+
+// algo.bptt_len > chunk_len: the loss on the last steps only, the context
+// steps (with resets inside them) carrying state and gradient; graph mode,
+// two updates so the second replays the graph captured for this shape.
+BOOST_AUTO_TEST_CASE(matches_cpu_learner_with_context_steps) {
+  require_gpu();
+  for (const LearnerCase& c : kCases) {
+    if (c.T < 4) continue;
+    BOOST_TEST_MESSAGE("case: " << c.name);
+    const PolicyConfig pol = policy_of(c);
+    CpuLearner cpu(pol, kObs, head_of(c), PpoLossConfig{}, adam_cfg(), 3);
+    GpuLearner gpu(pol, kObs, head_of(c), PpoLossConfig{}, adam_cfg(), 3);
+    const ParamLayout& layout = cpu.model().layout();
+    const int Tc = c.T / 2, aw = head_of(c).act_width();
+    for (int u = 0; u < 2; ++u) {
+      const std::string tag = std::string(c.name) + " context update " + std::to_string(u + 1);
+      const HostChunk chunk = make_chunk(cpu, c, 200 + static_cast<uint64_t>(u));
+      const TrainResult rc = cpu.train_step(chunk.view_with_context(Tc, aw), kLr);
+      const TrainResult rg = gpu.train_step(chunk.view_with_context(Tc, aw), kLr);
+      BOOST_REQUIRE_MESSAGE(!rc.skipped && !rg.skipped, tag << ": skipped (" << rc.reason << " / " << rg.reason << ")");
+      check_scalar(tag + " loss", rg.loss.loss, rc.loss.loss, 1e-6);
+      check_scalar(tag + " entropy", rg.loss.entropy, rc.loss.entropy, 1e-6);
+      check_scalar(tag + " grad_norm", rg.grad_norm, rc.grad_norm, 0);
+      check_tensors(tag + " grad", layout, clipped_grads(gpu, rg.grad_norm), cpu.grads().data(), 0);
+      check_tensors(tag + " weight", layout, gpu.params(), cpu.params().data(), 2.5 * kLr);
     }
   }
 }

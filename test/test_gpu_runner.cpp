@@ -304,4 +304,69 @@ BOOST_AUTO_TEST_CASE(gpu_env_training_resumes_bit_exactly) {
   for (const auto& dir : {whole, split, from_cpu}) fs::remove_all(dir);
 }
 
+// algo.bptt_len > chunk_len with GPU envs: the device window's context
+// (obs, starts, the start state of its oldest chunk) is the CPU worker's
+// after the same chunks, and a run stopped and resumed is the run that never
+// stopped (the context goes through the checkpoint); a CPU-env checkpoint
+// with context continues with GPU envs.
+BOOST_AUTO_TEST_CASE(gpu_env_learner_context_matches_cpu_and_resumes_bit_exactly) {
+  require_gpu();
+  const int B = 64, T = 8, K = 2;
+  const Experiment exp = parse_experiment("env: {type: tmaze, length: 2, num_envs: 64}\npolicy: {type: mamba1, d_model: 16}\n"
+                                          "algo: {chunk_len: 8, bptt_len: 24}\nruntime: {device: cuda}\n",
+                                          "<test_gpu_runner>", {std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN});
+  auto session = load_plugins(exp);
+  auto cpu_env = make_vec_env(exp.section("env"));
+  create_policy(*session, exp, cpu_env->spec());
+  const int O = cpu_env->spec().obs_dim, W = static_cast<int>(session->info.act_width);
+  const size_t S = static_cast<size_t>(session->info.state_size);
+  std::vector<float> weights;
+  session->policy->get_weights(weights);
+  auto actor_cpu_env = session->policy->create_actor(B, 11), actor_gpu_env = session->policy->create_actor(B, 11);
+  actor_cpu_env->set_weights(weights, 0);
+  actor_gpu_env->set_weights(weights, 0);
+  std::vector<RolloutLane> lanes;
+  lanes.push_back({std::move(cpu_env), std::move(actor_cpu_env), 5});
+  RolloutWorker worker(std::move(lanes), T, K * T);
+  DeviceRollout rollout(make_gpu_vec_env(exp.section("env")), std::move(actor_gpu_env), 5, T, exp.algo, S);
+  Chunk c, stats;
+  c.allocate(T, B, O, W, S, K * T);
+  for (int k = 0; k < 4; ++k) {
+    worker.collect(c);
+    rollout.collect(stats);
+  }
+  const DeviceChunk& d = rollout.chunk();
+  BOOST_TEST(d.context_T == K * T);
+  const std::vector<float> window = copy_to_host(d.obs);
+  const std::vector<uint8_t> starts = copy_to_host(d.starts);
+  const size_t ctx = static_cast<size_t>(K * T) * B;
+  check_close(std::vector<float>(window.begin(), window.begin() + static_cast<long>(ctx * O)), c.context_obs, 1e-5,
+              "context obs");
+  check_close(std::vector<float>(window.begin() + static_cast<long>(ctx * O), window.end()), c.obs, 1e-5, "obs");
+  BOOST_TEST(std::vector<uint8_t>(starts.begin(), starts.begin() + static_cast<long>(ctx)) == c.context_starts);
+  const std::vector<float> states = copy_to_host(d.initial_state);
+  check_close(std::vector<float>(states.begin(), states.begin() + static_cast<long>(B * S)), c.initial_state, 1e-4,
+              "context start state");
+
+  const std::vector<std::string> budget = {"env.backend=cuda", "env.num_envs=256", "algo.total_env_steps=49152",
+                                           "runtime.checkpoint_every=0", "runtime.device=cuda", "algo.bptt_len=96"};
+  const auto whole = out_dir("gpu_ctx_whole"), split = out_dir("gpu_ctx_split"), from_cpu = out_dir("gpu_ctx_cpu");
+  std::string log;
+  train("cartpole_mamba1", whole, budget);
+  auto first = budget;
+  first.push_back("runtime.stop_after_updates=3");
+  train("cartpole_mamba1", split, first);
+  train("cartpole_mamba1", split, budget, /*resume=*/true, &log);
+  BOOST_TEST(log.find("(bit-exact: sync mode)") != std::string::npos);
+  BOOST_TEST(learner_bytes(whole / "checkpoint.safetensors") == learner_bytes(split / "checkpoint.safetensors"));
+  BOOST_TEST(metrics_without_timing(whole / "metrics.csv") == metrics_without_timing(split / "metrics.csv"));
+  train("cartpole_mamba1", from_cpu,
+        {"env.num_envs=256", "algo.total_env_steps=49152", "runtime.checkpoint_every=0", "runtime.device=cuda",
+         "runtime.overlap_envs=off", "runtime.stop_after_updates=3", "algo.bptt_len=96"});
+  const TrainSummary s3 = train("cartpole_mamba1", from_cpu, budget, /*resume=*/true, &log);
+  BOOST_TEST(log.find("(bit-exact: sync mode)") != std::string::npos);
+  BOOST_TEST(s3.env_steps == 49152);
+  for (const auto& dir : {whole, split, from_cpu}) fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

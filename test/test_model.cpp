@@ -349,6 +349,59 @@ BOOST_AUTO_TEST_CASE(metrics_at_ratio_one) {
   BOOST_CHECK_SMALL(m.pg_loss, 1e-6);
 }
 
+// algo.bptt_len > chunk_len (ChunkView::context_T): the context steps add no
+// loss, yet carry state into the loss steps. With every env starting an
+// episode at the first loss step, an update with context equals the update on
+// the loss steps alone; without that reset, other context observations give
+// another update (the context reaches the loss through the state).
+BOOST_AUTO_TEST_CASE(context_steps_carry_state_but_no_loss) {
+  for (const std::string type : {"mlp", "gru", "mamba1", "mamba3"}) {
+    BOOST_TEST_MESSAGE("policy " << type);
+    const int T = 6, Tc = 3, L = T - Tc, B = 3, O = 3;
+    Rng rng(9, 1);
+    std::vector<float> obs(static_cast<size_t>(T * B * O)), act(static_cast<size_t>(L * B)),
+        logp(static_cast<size_t>(L * B)), adv(static_cast<size_t>(L * B)), ret(static_cast<size_t>(L * B));
+    for (auto& v : obs) v = static_cast<float>(rng.normal());
+    for (auto& v : act) v = static_cast<float>(rng.below(2));
+    for (auto& v : logp) v = static_cast<float>(-0.7 + 0.2 * rng.normal());
+    for (auto& v : adv) v = static_cast<float>(rng.normal());
+    for (auto& v : ret) v = static_cast<float>(rng.normal());
+    std::vector<uint8_t> starts(static_cast<size_t>(T * B), 0);
+    starts[1] = 1;  // a reset inside the context
+    const auto learner = [&] { return CpuLearner(tiny_policy(type), O, HeadSpec{true, 2}, PpoLossConfig{}, AdamWConfig{}, 5); };
+    std::vector<float> state(static_cast<size_t>(B) * learner().model().state_size());
+    for (auto& v : state) v = static_cast<float>(0.5 * rng.normal());
+    const auto update = [&](const std::vector<float>& o, const std::vector<uint8_t>& st) {
+      CpuLearner l = learner();
+      ChunkView v{T, B, o.data(), act.data(), logp.data(), adv.data(), ret.data(), st.data(), state.data()};
+      v.context_T = Tc;
+      const TrainResult r = l.train_step(v, 1e-2);
+      BOOST_REQUIRE(!r.skipped);
+      return std::make_pair(r.loss.loss, std::vector<float>(l.params().begin(), l.params().end()));
+    };
+
+    std::vector<uint8_t> reset_at_loss = starts;
+    std::fill_n(reset_at_loss.begin() + Tc * B, B, 1);
+    const auto with_context = update(obs, reset_at_loss);
+    CpuLearner alone = learner();
+    const size_t first = static_cast<size_t>(Tc * B);
+    const TrainResult r = alone.train_step(
+        ChunkView{L, B, obs.data() + first * O, act.data(), logp.data(), adv.data(), ret.data(),
+                  reset_at_loss.data() + first, state.data()},
+        1e-2);
+    BOOST_TEST(with_context.first == r.loss.loss, boost::test_tools::tolerance(1e-5));
+    const auto moved = ConstMatMap<float>(with_context.second.data(), 1, static_cast<Eigen::Index>(alone.params().size()));
+    const auto ref = ConstMatMap<float>(alone.params().data(), 1, static_cast<Eigen::Index>(alone.params().size()));
+    BOOST_TEST((moved - ref).cwiseAbs().maxCoeff() <= 1e-5);
+
+    if (type == "mlp") continue;  // no state: nothing crosses into the loss steps
+    std::vector<float> other_obs = obs;
+    for (size_t i = 0; i < first * O; ++i) other_obs[i] += 1.0f;
+    const auto a = update(obs, starts), b = update(other_obs, starts);
+    BOOST_TEST(std::abs(a.first - b.first) > 1e-5, "the context changed the loss: " << a.first << " vs " << b.first);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(optimizer)

@@ -228,20 +228,20 @@ BOOST_AUTO_TEST_CASE(factory_with_wrong_abi_version) {
   BOOST_TEST(r.policy_names().empty());
 }
 
-// Plugins built before the bump to ABI 6 (their vtables end before
-// load_weights and actor_set_greedy) are refused by name, whether the entry
+// Plugins built before the bump to ABI 7 (their train_step reads chunks
+// whose loss arrays span every step) are refused by name, whether the entry
 // point or a factory says so.
 BOOST_AUTO_TEST_CASE(plugins_of_the_previous_abi_are_refused) {
-  BOOST_TEST(MAMBARL_PLUGIN_ABI_VERSION == 6u);
+  BOOST_TEST(MAMBARL_PLUGIN_ABI_VERSION == 7u);
   PluginRegistry r;
-  const std::string built = fake("fake_plugin_abi5");
+  const std::string built = fake("fake_plugin_abi6");
   std::string msg = error_of([&] { r.load(built); });
   CHECK_HAS(msg, built);
-  CHECK_HAS(msg, "built for another ABI version (it refused host ABI version 6)");
-  const std::string factory = fake("fake_plugin_factory_abi5");
+  CHECK_HAS(msg, "built for another ABI version (it refused host ABI version 7)");
+  const std::string factory = fake("fake_plugin_factory_abi6");
   msg = error_of([&] { r.load(factory); });
   CHECK_HAS(msg, factory);
-  CHECK_HAS(msg, "registered a factory with abi_version 5 (expected 6)");
+  CHECK_HAS(msg, "registered a factory with abi_version 6 (expected 7)");
   BOOST_TEST(r.policy_names().empty());
 }
 

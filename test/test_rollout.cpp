@@ -9,6 +9,7 @@
 #define BOOST_TEST_MODULE rollout
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -97,6 +98,92 @@ BOOST_AUTO_TEST_CASE(a_two_lane_worker_continues_from_its_concatenated_state) {
   BOOST_CHECK_EXCEPTION(b->set_actor_state(odd), Error, [](const Error& e) {
     return std::string(e.what()).find("actor state: ") != std::string::npos;
   });
+}
+
+// algo.bptt_len = 3 x chunk_len: each chunk carries the previous two chunks'
+// obs and episode_start flags as context, and the actor state when the
+// older of the two began; zeros before a run's first chunks.
+BOOST_AUTO_TEST_CASE(chunks_carry_the_previous_chunks_as_learner_context) {
+  auto session = cpu_policy(kPolicies[0]);
+  PolicyHandle& policy = *session->policy;
+  const int T = 5, B = 4, K = 2;
+  std::vector<RolloutLane> lanes;
+  lanes.push_back(make_lane(policy, kEnv, B, 3, 4));
+  RolloutWorker w(std::move(lanes), T, K * T);
+  std::vector<float> weights;
+  policy.get_weights(weights);
+  w.set_weights(weights, 0);
+  const mambarl_policy_info& info = policy.info();
+  const int O = make_envs(kEnv, 1)->spec().obs_dim;
+  const size_t S = static_cast<size_t>(info.state_size), rows = static_cast<size_t>(T) * B;
+  std::vector<Chunk> chunks(5);
+  std::vector<std::vector<float>> start_states;
+  for (Chunk& c : chunks) {
+    c.allocate(T, B, O, static_cast<int>(info.act_width), S, K * T);
+    std::vector<float> s;
+    w.get_actor_state(s);
+    start_states.push_back(s);
+    w.collect(c);
+  }
+  for (size_t k = 0; k < chunks.size(); ++k)
+    BOOST_TEST_CONTEXT("chunk " << k) {
+      const Chunk& c = chunks[k];
+      for (int j = 0; j < K; ++j) {  // context block j is chunk k - K + j
+        const long prev = static_cast<long>(k) - K + j;
+        const auto obs = c.context_obs.begin() + static_cast<long>(j * rows * O);
+        const auto starts = c.context_starts.begin() + static_cast<long>(j * rows);
+        if (prev < 0) {
+          BOOST_TEST(std::all_of(obs, obs + static_cast<long>(rows * O), [](float v) { return v == 0.0f; }));
+          BOOST_TEST(std::all_of(starts, starts + static_cast<long>(rows), [](uint8_t v) { return v == 0; }));
+        } else {
+          BOOST_TEST(std::equal(obs, obs + static_cast<long>(rows * O), chunks[static_cast<size_t>(prev)].obs.begin()));
+          BOOST_TEST(std::equal(starts, starts + static_cast<long>(rows), chunks[static_cast<size_t>(prev)].starts.begin()));
+        }
+      }
+      const long first = static_cast<long>(k) - K;
+      BOOST_TEST(c.initial_state == (first < 0 ? std::vector<float>(B * S, 0.0f) : start_states[static_cast<size_t>(first)]));
+    }
+  BOOST_TEST(chunks[0].starts[0] == 1);  // the run's first step resets the zero context away
+}
+
+// Training with learner context is deterministic, resumes bit-exactly (the
+// context is in the checkpoint) and is not the run without context.
+BOOST_AUTO_TEST_CASE(training_with_learner_context_resumes_bit_exactly) {
+  const auto a = out_dir("context_a"), split = out_dir("context_split"), none = out_dir("context_none");
+  const std::vector<std::string> ctx = {"algo.total_env_steps=8192", "runtime.checkpoint_every=0",
+                                        "algo.chunk_len=16", "algo.bptt_len=48"};
+  train("stateless_cartpole_mamba1", a, ctx);
+  auto first = ctx;
+  first.push_back("runtime.stop_after_updates=7");
+  train("stateless_cartpole_mamba1", split, first);
+  std::string log;
+  train("stateless_cartpole_mamba1", split, ctx, /*resume=*/true, &log);
+  BOOST_TEST(log.find("(bit-exact: sync mode)") != std::string::npos);
+  BOOST_TEST(learner_bytes(a / "checkpoint.safetensors") == learner_bytes(split / "checkpoint.safetensors"));
+  BOOST_TEST(metrics_without_timing(a / "metrics.csv") == metrics_without_timing(split / "metrics.csv"));
+  train("stateless_cartpole_mamba1", none, {"algo.total_env_steps=8192", "runtime.checkpoint_every=0",
+                                            "algo.chunk_len=16"});
+  BOOST_TEST(metrics_without_timing(a / "metrics.csv") != metrics_without_timing(none / "metrics.csv"));
+  // Not a multiple of the chunk: refused, naming the key and both lengths.
+  BOOST_CHECK_EXCEPTION(train("stateless_cartpole_mamba1", none, {"algo.chunk_len=16", "algo.bptt_len=40"}),
+                        ConfigError, [](const ConfigError& e) {
+                          const std::string w = e.what();
+                          BOOST_TEST_MESSAGE(w);
+                          return w.find("algo.bptt_len") != std::string::npos &&
+                                 w.find("multiple of algo.chunk_len (16), got 40") != std::string::npos;
+                        });
+  for (const auto& d : {a, split, none}) fs::remove_all(d);
+}
+
+// Async actors keep their own context.
+BOOST_AUTO_TEST_CASE(async_training_with_learner_context_completes) {
+  const auto dir = out_dir("context_async");
+  const TrainSummary s = train("stateless_cartpole_mamba1", dir,
+                               {"algo.total_env_steps=8192", "runtime.sync=false", "runtime.num_actors=2",
+                                "algo.minibatches=2", "algo.chunk_len=16", "algo.bptt_len=32"});
+  BOOST_TEST(s.env_steps >= 8192);
+  BOOST_TEST(s.episodes > 0);
+  fs::remove_all(dir);
 }
 
 // Same seed, same run; stopped after 6 updates and resumed, the run that never

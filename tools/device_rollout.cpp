@@ -7,20 +7,22 @@
 
 namespace mambarl {
 
-DeviceChunk::DeviceChunk(int T_, int B_, int obs_dim_, int act_width_, size_t state_size_)
-    : T(T_), B(B_), obs_dim(obs_dim_), act_width(act_width_), state_size(state_size_) {
-  const size_t n = static_cast<size_t>(T) * B;
-  obs = DeviceBuffer<float>(n * obs_dim);
+DeviceChunk::DeviceChunk(int T_, int B_, int obs_dim_, int act_width_, size_t state_size_, int context_T_)
+    : T(T_), B(B_), obs_dim(obs_dim_), act_width(act_width_), context_T(context_T_), state_size(state_size_) {
+  MAMBARL_CHECK(context_T >= 0 && context_T % T == 0,
+                "DeviceChunk: " << context_T << " context steps are not whole chunks of " << T);
+  const size_t n = static_cast<size_t>(T) * B, window = static_cast<size_t>(context_T + T) * B;
+  obs = DeviceBuffer<float>(window * obs_dim);
   actions = DeviceBuffer<float>(n * act_width);
   logp = DeviceBuffer<float>(n);
   values = DeviceBuffer<float>(n);
   rewards = DeviceBuffer<float>(n);
-  starts = DeviceBuffer<uint8_t>(n);
+  starts = DeviceBuffer<uint8_t>(window);
   terminated = DeviceBuffer<uint8_t>(n);
   truncated = DeviceBuffer<uint8_t>(n);
   final_values = DeviceBuffer<float>(n);
   next_values = DeviceBuffer<float>(static_cast<size_t>(B));
-  initial_state = DeviceBuffer<float>(static_cast<size_t>(B) * state_size);
+  initial_state = DeviceBuffer<float>(static_cast<size_t>(context_chunks() + 1) * B * state_size);
   advantages = DeviceBuffer<float>(n);
   returns = DeviceBuffer<float>(n);
   episode_return = DeviceBuffer<float>(n);
@@ -34,7 +36,7 @@ DeviceRollout::DeviceRollout(std::unique_ptr<GpuVecEnv> env, std::unique_ptr<Act
       algo_(algo),
       B_(env_->num_envs()),
       O_(env_->spec().obs_dim),
-      chunk_(chunk_len, B_, O_, action_width(env_->spec().action), state_size),
+      chunk_(chunk_len, B_, O_, action_width(env_->spec().action), state_size, algo.context_len()),
       starts_(static_cast<size_t>(B_)),
       peek_(static_cast<size_t>(B_)),
       scaler_(3 + static_cast<size_t>(B_)),
@@ -47,20 +49,41 @@ DeviceRollout::DeviceRollout(std::unique_ptr<GpuVecEnv> env, std::unique_ptr<Act
   const cudaStream_t s = stream();
   env_->reset(env_seed, s);
   MAMBARL_CUDA_CHECK(cudaMemsetAsync(starts_.data(), 1, starts_.bytes(), s));  // the run's first step starts episodes
+  // The context before the first chunk: zeros, which the first step's reset
+  // keeps out of the loss and the gradient (tools/rollout_context.hpp).
+  MAMBARL_CUDA_CHECK(cudaMemsetAsync(chunk_.obs.data(), 0, chunk_.obs.bytes(), s));
+  MAMBARL_CUDA_CHECK(cudaMemsetAsync(chunk_.starts.data(), 0, chunk_.starts.bytes(), s));
+  MAMBARL_CUDA_CHECK(cudaMemsetAsync(chunk_.initial_state.data(), 0, chunk_.initial_state.bytes(), s));
   std::vector<double> scaler(scaler_.size(), 0.0);
   scaler[1] = 1.0;  // RewardScaler's initial (mean 0, var 1, count 0)
   set_reward_scaler_state(scaler);  // synchronises the stream
   (void)cuda::graph_conditionals_supported();  // probed here, not first inside the chunk's capture
 }
 
+// Block k + 1 of the window into block k, oldest first (so each source is
+// read before it is overwritten): the last chunk becomes context.
+void DeviceRollout::shift_window(cudaStream_t s) {
+  DeviceChunk& c = chunk_;
+  const size_t rows = static_cast<size_t>(c.T) * B_, states = static_cast<size_t>(B_) * c.state_size;
+  const auto move = [&](auto* base, size_t block) {
+    for (int k = 0; k < c.context_chunks(); ++k)
+      MAMBARL_CUDA_CHECK(cudaMemcpyAsync(base + k * block, base + (k + 1) * block, block * sizeof(*base),
+                                         cudaMemcpyDeviceToDevice, s));
+  };
+  move(c.obs.data(), rows * O_);
+  move(c.starts.data(), rows);
+  if (states) move(c.initial_state.data(), states);
+}
+
 void DeviceRollout::record(cudaStream_t s) {
   DeviceChunk& c = chunk_;
   const int B = B_, O = O_, W = c.act_width;
-  actor_->enqueue_get_state(s, c.initial_state.data());
+  shift_window(s);
+  actor_->enqueue_get_state(s, c.initial_state.data() + static_cast<size_t>(c.context_chunks()) * B * c.state_size);
   for (int t = 0; t < c.T; ++t) {
-    const size_t row = static_cast<size_t>(t) * B;
-    float* obs_t = c.obs.data() + row * O;
-    uint8_t* starts_t = c.starts.data() + row;
+    const size_t row = static_cast<size_t>(t) * B, window_row = static_cast<size_t>(c.context_T + t) * B;
+    float* obs_t = c.obs.data() + window_row * O;
+    uint8_t* starts_t = c.starts.data() + window_row;
     float* act_t = c.actions.data() + row * W;
     MAMBARL_CUDA_CHECK(cudaMemcpyAsync(obs_t, env_->obs(), sizeof(float) * B * O, cudaMemcpyDeviceToDevice, s));
     MAMBARL_CUDA_CHECK(cudaMemcpyAsync(starts_t, starts_.data(), starts_.bytes(), cudaMemcpyDeviceToDevice, s));
@@ -170,6 +193,44 @@ void DeviceRollout::set_reward_scaler_state(const std::vector<double>& s) {
                 "DeviceRollout: a reward-scaler state of " << s.size() << " values for " << B_ << " envs (want "
                                                            << scaler_.size() << ")");
   copy_to_device(scaler_.data(), s.data(), s.size(), stream());
+}
+
+}  // namespace mambarl
+
+namespace mambarl {
+
+// The next chunk's context is the window's last K blocks (rows [T, context_T + T)).
+std::vector<float> DeviceRollout::context_obs() const {
+  const DeviceChunk& c = chunk_;
+  const size_t first = static_cast<size_t>(c.T) * B_ * O_;
+  return copy_to_host(c.obs.data() + first, c.obs.size() - first, stream());
+}
+
+std::vector<uint8_t> DeviceRollout::context_starts() const {
+  const DeviceChunk& c = chunk_;
+  const size_t first = static_cast<size_t>(c.T) * B_;
+  return copy_to_host(c.starts.data() + first, c.starts.size() - first, stream());
+}
+
+std::vector<float> DeviceRollout::context_states() const {
+  const DeviceChunk& c = chunk_;
+  const size_t first = static_cast<size_t>(B_) * c.state_size;
+  return copy_to_host(c.initial_state.data() + first, c.initial_state.size() - first, stream());
+}
+
+void DeviceRollout::set_context(const std::vector<float>& obs, const std::vector<uint8_t>& starts,
+                                const std::vector<float>& states) {
+  const DeviceChunk& c = chunk_;
+  const size_t rows = static_cast<size_t>(c.context_T) * B_, first = static_cast<size_t>(c.T) * B_;
+  const size_t nstates = static_cast<size_t>(c.context_chunks()) * B_ * c.state_size;
+  MAMBARL_CHECK(obs.size() == rows * O_ && starts.size() == rows && states.size() == nstates,
+                "DeviceRollout: a learner context of " << obs.size() << " obs, " << starts.size() << " flags and "
+                                                       << states.size() << " state floats for " << c.context_T
+                                                       << " steps of " << B_ << " envs");
+  copy_to_device(chunk_.obs.data() + first * O_, obs.data(), obs.size(), stream());
+  copy_to_device(chunk_.starts.data() + first, starts.data(), starts.size(), stream());
+  copy_to_device(chunk_.initial_state.data() + static_cast<size_t>(B_) * c.state_size, states.data(), states.size(),
+                 stream());
 }
 
 }  // namespace mambarl

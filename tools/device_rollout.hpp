@@ -29,23 +29,31 @@
 
 namespace mambarl {
 
-// A (T, B) chunk in device memory: what tools/rollout.hpp's Chunk holds, plus
-// the per-step episode records the host reads back.
+// A (T, B) chunk in device memory: what tools/chunk.hpp's Chunk holds, plus
+// the per-step episode records the host reads back. With learner context
+// (algo.bptt_len > chunk_len) obs, starts and the start states are a window
+// of K + 1 chunks, the previous K first (tools/rollout_context.hpp keeps the
+// same K on the host): each collect shifts the window by one chunk inside
+// its graph, then writes the new chunk into the last block.
 struct DeviceChunk {
   int T = 0, B = 0, obs_dim = 0, act_width = 0;
+  int context_T = 0;                                  // K x T steps of context
   size_t state_size = 0;
-  DeviceBuffer<float> obs;                            // (T, B, obs_dim)
+  DeviceBuffer<float> obs;                            // (context_T + T, B, obs_dim)
   DeviceBuffer<float> actions;                        // (T, B, act_width)
   DeviceBuffer<float> logp, values, rewards;          // (T, B)
-  DeviceBuffer<uint8_t> starts, terminated, truncated;  // (T, B)
+  DeviceBuffer<uint8_t> starts;                       // (context_T + T, B)
+  DeviceBuffer<uint8_t> terminated, truncated;        // (T, B)
   DeviceBuffer<float> final_values;                   // (T, B) V(final obs) where truncated, else 0
   DeviceBuffer<float> next_values;                    // (B)    V(obs after the chunk)
-  DeviceBuffer<float> initial_state;                  // (B, state_size)
+  DeviceBuffer<float> initial_state;                  // (K + 1, B, state_size) each block's start;
+                                                      //   block 0 starts the learner's sequences
   DeviceBuffer<float> advantages, returns;            // (T, B)
   DeviceBuffer<float> episode_return;                 // (T, B) where done, else 0
   DeviceBuffer<int32_t> episode_length;               // (T, B) where done, else 0
 
-  DeviceChunk(int T, int B, int obs_dim, int act_width, size_t state_size);
+  DeviceChunk(int T, int B, int obs_dim, int act_width, size_t state_size, int context_T);
+  int context_chunks() const { return context_T / T; }  // K
 };
 
 class DeviceRollout {
@@ -73,9 +81,17 @@ class DeviceRollout {
   // RewardScaler::state()'s layout for one worker: mean, var, count, G (B).
   std::vector<double> reward_scaler_state() const;
   void set_reward_scaler_state(const std::vector<double>& s);
+  // The learner context the next chunk will see (RolloutContext's layout):
+  // obs (context_T, B, obs_dim), starts (context_T, B), states (K, B, state_size).
+  std::vector<float> context_obs() const;
+  std::vector<uint8_t> context_starts() const;
+  std::vector<float> context_states() const;
+  void set_context(const std::vector<float>& obs, const std::vector<uint8_t>& starts,
+                   const std::vector<float>& states);
 
  private:
   void record(cudaStream_t s);
+  void shift_window(cudaStream_t s);
 
   std::unique_ptr<GpuVecEnv> env_;
   std::unique_ptr<ActorHandle> actor_;

@@ -9,13 +9,17 @@ namespace mambarl {
 namespace {
 
 AlgoConfig parse_algo(const ConfigNode& n) {
-  n.check_known({"total_env_steps", "chunk_len", "gamma", "gae_lambda", "normalize_rewards", "epochs", "minibatches", "lr",
+  n.check_known({"total_env_steps", "chunk_len", "bptt_len", "gamma", "gae_lambda", "normalize_rewards", "epochs", "minibatches", "lr",
                  "lr_schedule", "clip_eps", "vf_coef", "ent_coef", "normalize_advantages",
                  "max_grad_norm", "adam_beta1", "adam_beta2", "adam_eps", "weight_decay",
                  "on_nonfinite"});
   AlgoConfig a;
   a.total_env_steps = n.get_in<long long>("total_env_steps", a.total_env_steps, 1, 1LL << 50);
   a.chunk_len = n.get_in("chunk_len", a.chunk_len, 1, 4096);
+  a.bptt_len = n.get_in("bptt_len", a.chunk_len, 1, 1 << 16);
+  if (a.bptt_len % a.chunk_len != 0)
+    n.fail("bptt_len", "must be a multiple of algo.chunk_len (" + std::to_string(a.chunk_len) + "), got " +
+                           std::to_string(a.bptt_len));
   a.gamma = n.get_in("gamma", a.gamma, 0.0, 1.0);
   a.gae_lambda = n.get_in("gae_lambda", a.gae_lambda, 0.0, 1.0);
   a.normalize_rewards = n.get("normalize_rewards", a.normalize_rewards);
@@ -119,6 +123,7 @@ std::string Experiment::resolved_yaml(const std::string& policy_resolved, const 
   YAML::Node al;
   al["total_env_steps"] = a.total_env_steps;
   al["chunk_len"] = a.chunk_len;
+  al["bptt_len"] = a.bptt_len;
   al["gamma"] = a.gamma;
   al["gae_lambda"] = a.gae_lambda;
   al["normalize_rewards"] = a.normalize_rewards;

@@ -17,7 +17,13 @@ namespace mambarl {
 
 struct AlgoConfig {
   long long total_env_steps = 100000;
-  int chunk_len = 32;            // T: steps per chunk (BPTT length)
+  int chunk_len = 32;            // T: steps per chunk; the loss covers a chunk's steps
+  // The learner's sequence length (truncated BPTT): each sequence is the
+  // chunk's T steps after bptt_len - T steps of the same envs' previous chunks
+  // (the context), which carry recurrent state and gradient but no loss. A
+  // multiple of chunk_len; absent from the config, it is chunk_len (no context).
+  int bptt_len = 32;
+  int context_len() const { return bptt_len - chunk_len; }  // steps before the chunk's own
   double gamma = 0.99;
   double gae_lambda = 0.95;
   bool normalize_rewards = true;  // divide rewards by the running std of the discounted return

@@ -53,14 +53,17 @@ UpdateStats LearnerLoop::learn(Chunk& c, double lr) {
                         c.truncated.data(), c.final_values.data(), c.next_values.data()},
               algo_.gamma, algo_.gae_lambda, c.advantages.data(), c.returns.data());
 
-  const int T = c.T, Bm = c.B / algo_.minibatches, O = c.obs_dim, W = c.act_width;
-  const size_t S = c.state_size, n = static_cast<size_t>(T) * Bm;
-  obs_.resize(n * O);
+  // Each sequence: the context_T steps of the previous chunks, then the
+  // chunk's T; the loss arrays cover the chunk's T only.
+  const int T = c.T, Tc = c.context_T, Tall = Tc + T, Bm = c.B / algo_.minibatches, O = c.obs_dim,
+            W = c.act_width;
+  const size_t S = c.state_size, n = static_cast<size_t>(T) * Bm, n_all = static_cast<size_t>(Tall) * Bm;
+  obs_.resize(n_all * O);
+  starts_.resize(n_all);
   actions_.resize(n * W);
   logp_.resize(n);
   adv_.resize(n);
   ret_.resize(n);
-  starts_.resize(n);
   init_state_.resize(static_cast<size_t>(Bm) * S);
 
   return run_minibatches(algo_, c.B, rng_, order_, [&](const int* cols, int) {
@@ -70,23 +73,31 @@ UpdateStats LearnerLoop::learn(Chunk& c, double lr) {
     // Time-major: each step's reads stay inside one (B)-row of the chunk
     // (env-major walked B rows apart per element: 46 against 29 ms for a
     // 32 x 16384 chunk on the 2-core build machine, state copy included).
+    for (int t = 0; t < Tc; ++t)
+      for (int j = 0; j < Bm; ++j) {
+        const size_t src = static_cast<size_t>(t) * c.B + cols[j], dst = static_cast<size_t>(t) * Bm + j;
+        std::copy_n(c.context_obs.begin() + static_cast<std::ptrdiff_t>(src * O), O,
+                    obs_.begin() + static_cast<std::ptrdiff_t>(dst * O));
+        starts_[dst] = c.context_starts[src];
+      }
     for (int t = 0; t < T; ++t)
       for (int j = 0; j < Bm; ++j) {
         const size_t src = static_cast<size_t>(t) * c.B + cols[j], dst = static_cast<size_t>(t) * Bm + j;
-        std::copy_n(c.obs.begin() + static_cast<std::ptrdiff_t>(src * O), O, obs_.begin() + static_cast<std::ptrdiff_t>(dst * O));
+        const size_t dst_all = dst + static_cast<size_t>(Tc) * Bm;
+        std::copy_n(c.obs.begin() + static_cast<std::ptrdiff_t>(src * O), O, obs_.begin() + static_cast<std::ptrdiff_t>(dst_all * O));
+        starts_[dst_all] = c.starts[src];
         std::copy_n(c.actions.begin() + static_cast<std::ptrdiff_t>(src * W), W, actions_.begin() + static_cast<std::ptrdiff_t>(dst * W));
         logp_[dst] = c.logp[src];
         adv_[dst] = c.advantages[src];
         ret_[dst] = c.returns[src];
-        starts_[dst] = c.starts[src];
       }
     mambarl_chunk mc{};
-    mc.obs = view_f32(obs_.data(), {T, Bm, O});
+    mc.obs = view_f32(obs_.data(), {Tall, Bm, O});
     mc.actions = view_f32(actions_.data(), {T, Bm, W});
     mc.old_logp = view_f32(logp_.data(), {T, Bm});
     mc.advantages = view_f32(adv_.data(), {T, Bm});
     mc.returns = view_f32(ret_.data(), {T, Bm});
-    mc.episode_start = view_u8(starts_.data(), {T, Bm});
+    mc.episode_start = view_u8(starts_.data(), {Tall, Bm});
     mc.initial_state = view_f32(init_state_.data(), {Bm, static_cast<int64_t>(S)});
     return policy_.train_step(mc, lr);
   });

@@ -39,12 +39,16 @@ MemoryEstimate estimate_training_memory(const MemoryInputs& in) {
   // Per step: obs, actions, logp, values, rewards, final_values, advantages,
   // returns (floats) and starts, terminated, truncated (bytes); per column the
   // initial state and next value.
-  const double chunks = (in.sync ? 1.0 : 2.0) * (T * B * ((O + W + 6) * f + 3) + B * (S + 1) * f);
+  // The learner context (bptt_len - T steps): obs and starts, kept by each
+  // worker and copied into each chunk, and one start state per context chunk.
+  const double Tall = std::max<double>(in.bptt_len, T), Tc = Tall - T;
+  const double context = Tc * B * (O * f + 1) + (Tc / std::max(T, 1.0)) * B * S * f;
+  const double chunks = (in.sync ? 1.0 : 2.0) * (T * B * ((O + W + 6) * f + 3) + B * (S + 1) * f + context) + context;
   const double actor_state = B * S * f;  // the actors' recurrent state
   const double params = static_cast<double>(in.num_params) * f * (4 + in.actors);
   const double Bm = B / std::max(in.minibatches, 1);
-  const double gathered = T * Bm * (O + W + 4) * f + Bm * S * f;
-  const double activations = T * Bm * in.d_model * in.n_layers * activation_factor(in.policy_type) * f;
+  const double gathered = T * Bm * (W + 3) * f + Tall * Bm * (O * f + 1) + Bm * S * f;
+  const double activations = Tall * Bm * in.d_model * in.n_layers * activation_factor(in.policy_type) * f;
 
   MemoryEstimate e;
   const auto add = [&](bool on_device, const char* what, double n) {

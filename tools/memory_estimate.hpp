@@ -5,10 +5,10 @@
 //
 // The estimate counts the big buffers, each from its shape: the envs (state
 // bytes of one env, measured, times B, plus their obs buffers), the chunks
-// (T x B x per-step fields; two per actor in async mode), the recurrent state
+// (T x B x per-step fields, plus the context's obs; two per actor in async mode), the recurrent state
 // (B x state_size, actor and chunk copies), the parameters (weights, gradients,
 // two AdamW moments, one copy per actor), the learner's gathered minibatch, and
-// its activations: T x B/minibatches x D x L x a per-type factor (floats the
+// its activations: bptt_len x B/minibatches x D x L x a per-type factor (floats the
 // block keeps per token for backward, rounded up). It is a lower-bound-minded
 // estimate: it refuses only what surely does not fit.
 #pragma once
@@ -27,6 +27,7 @@ struct MemoryInputs {
   int actors = 1;             // K (1 in sync mode)
   bool sync = true;           // async: two chunks per actor
   int chunk_len = 0;          // T
+  int bptt_len = 0;           // the learner's sequence length (T plus context)
   int minibatches = 1;
   int obs_dim = 0, act_width = 0;
   long long state_size = 0;   // recurrent floats per env

@@ -7,17 +7,6 @@
 
 namespace mambarl {
 
-void Chunk::allocate(int T_, int B_, int obs_dim_, int act_width_, size_t state_size_) {
-  T = T_, B = B_, obs_dim = obs_dim_, act_width = act_width_, state_size = state_size_;
-  const size_t n = static_cast<size_t>(T) * B;
-  obs.assign(n * obs_dim, 0.0f);
-  actions.assign(n * act_width, 0.0f);
-  for (auto* v : {&logp, &values, &rewards, &final_values, &advantages, &returns}) v->assign(n, 0.0f);
-  for (auto* v : {&starts, &terminated, &truncated}) v->assign(n, 0);
-  next_values.assign(static_cast<size_t>(B), 0.0f);
-  initial_state.assign(static_cast<size_t>(B) * state_size, 0.0f);
-}
-
 namespace {
 
 // The lanes' parts of one piece of worker state, in column order. Parts of
@@ -47,7 +36,7 @@ void split_parts(Lanes& lanes, const std::vector<T>& all, const char* what, Set 
 
 }  // namespace
 
-RolloutWorker::RolloutWorker(std::vector<RolloutLane> lanes) {
+RolloutWorker::RolloutWorker(std::vector<RolloutLane> lanes, int chunk_len, int context_T) {
   MAMBARL_CHECK(!lanes.empty(), "a rollout worker needs at least one lane");
   const int O = lanes[0].env->spec().obs_dim;
   for (auto& in : lanes) {
@@ -70,6 +59,8 @@ RolloutWorker::RolloutWorker(std::vector<RolloutLane> lanes) {
   }
   peek_.assign(static_cast<size_t>(B_), 0.0f);
   starts_.assign(static_cast<size_t>(B_), 1);  // the first step of a run starts an episode
+  if (context_T > 0)
+    context_ = RolloutContext(chunk_len, context_T, B_, O, static_cast<size_t>(lanes_[0].actor->state_size()));
 }
 
 void RolloutWorker::set_weights(const std::vector<float>& weights, long long version) {
@@ -177,7 +168,13 @@ void RolloutWorker::end_begun_steps(Chunk& c) noexcept {
 
 void RolloutWorker::collect(Chunk& c) {
   MAMBARL_CHECK(c.B == B_, "a chunk of " << c.B << " envs for a worker of " << B_);
-  get_actor_state(c.initial_state);
+  const bool context = context_.context_T() > 0;
+  if (context) {
+    get_actor_state(chunk_start_);
+    context_.fill(c, chunk_start_);
+  } else {
+    get_actor_state(c.initial_state);
+  }
   c.policy_version = lanes_[0].actor->weights_version();
   c.episode_returns.clear();
   c.episode_lengths.clear();
@@ -206,6 +203,7 @@ void RolloutWorker::collect(Chunk& c) {
   for (auto& l : lanes_)
     l.actor->peek_values(obs_.data() + static_cast<size_t>(l.col0) * c.obs_dim, nullptr,
                          c.next_values.data() + l.col0);
+  if (context) context_.push(c, chunk_start_);
 }
 
 }  // namespace mambarl

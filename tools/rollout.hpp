@@ -1,5 +1,4 @@
-// Rollout side of the actor-learner loop: a Chunk is the [T, B] record of one
-// actor's envs under one policy version, and a RolloutWorker fills chunks by
+// Rollout side of the actor-learner loop: a RolloutWorker fills chunks (tools/chunk.hpp) by
 // stepping its vectorised envs with the actor role (T=1 steps, per-env reset
 // on episode_start), recording the recurrent state each sequence started with.
 //
@@ -22,28 +21,10 @@
 
 #include "envs/vec_env.hpp"
 #include "plugin/plugin_host.hpp"
+#include "tools/chunk.hpp"
+#include "tools/rollout_context.hpp"
 
 namespace mambarl {
-
-struct Chunk {
-  int T = 0, B = 0, obs_dim = 0, act_width = 0;
-  size_t state_size = 0;
-  long long policy_version = -1;     // weights the actor used
-  int worker = 0;                    // which actor filled it
-  std::vector<float> obs;            // (T, B, obs_dim)
-  std::vector<float> actions;        // (T, B, act_width)
-  std::vector<float> logp, values;   // (T, B)
-  std::vector<float> rewards;        // (T, B)
-  std::vector<uint8_t> starts, terminated, truncated;  // (T, B)
-  std::vector<float> final_values;   // (T, B) V(final obs) where truncated
-  std::vector<float> next_values;    // (B)    V(obs after the chunk)
-  std::vector<float> initial_state;  // (B, state_size)
-  std::vector<float> advantages, returns;  // (T, B), filled by the learner
-  std::vector<float> episode_returns;      // episodes that ended in this chunk
-  std::vector<int32_t> episode_lengths;
-
-  void allocate(int T, int B, int obs_dim, int act_width, size_t state_size);
-};
 
 // One lane's envs and the actor that steps them; the envs are reset with
 // env_seed when the worker is built.
@@ -57,7 +38,9 @@ class RolloutWorker {
  public:
   // Lane l fills the env columns after those of lanes 0..l-1. Several lanes
   // must have equally many envs (the worker's state is their concatenation).
-  explicit RolloutWorker(std::vector<RolloutLane> lanes);
+  // context_T > 0 (a multiple of chunk_len): chunks carry that many steps of
+  // the previous chunks as learner context (tools/rollout_context.hpp).
+  explicit RolloutWorker(std::vector<RolloutLane> lanes, int chunk_len = 1, int context_T = 0);
 
   int num_envs() const { return B_; }
   int num_lanes() const { return static_cast<int>(lanes_.size()); }
@@ -75,6 +58,7 @@ class RolloutWorker {
   void set_actor_state(const std::vector<float>& state);
   void get_actor_rng(std::vector<uint8_t>& bytes);
   void set_actor_rng(const std::vector<uint8_t>& bytes);
+  RolloutContext& context() { return context_; }  // saved in checkpoints
 
   // Env steps (vector steps x B) this worker has taken; readable from any thread
   // (the stalled-actor report says where an actor got stuck).
@@ -95,6 +79,8 @@ class RolloutWorker {
   int B_ = 0;
   std::vector<float> obs_, peek_;    // (B, obs_dim), (B); lane l's part at its col0
   std::vector<uint8_t> starts_;      // (B)
+  RolloutContext context_;
+  std::vector<float> chunk_start_;   // (B, state_size) the actor state at a chunk's start, with context
   std::atomic<long long> env_steps_{0};
 };
 

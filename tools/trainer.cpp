@@ -114,6 +114,22 @@ std::string exact(double v) {
   return os.str();
 }
 
+// A worker's learner context (algo.bptt_len > chunk_len) as checkpoint
+// tensors, so that a resume continues with the same context bit for bit.
+void save_context(std::vector<ExtraTensor>& extra, const std::string& prefix, std::vector<float> obs,
+                  std::vector<uint8_t> starts, std::vector<float> states) {
+  extra.push_back(ExtraTensor::f32(prefix + "context_obs", std::move(obs)));
+  extra.push_back(ExtraTensor::u8(prefix + "context_starts", std::move(starts)));
+  extra.push_back(ExtraTensor::f32(prefix + "context_states", std::move(states)));
+}
+
+// Into `ctx`, already shaped by this run's config (a mismatch is an error naming the tensor).
+void load_context(const LoadedCheckpoint& ck, const std::string& prefix, RolloutContext& ctx) {
+  ck.tensor(prefix + "context_obs").copy_f32(ctx.obs());
+  ck.tensor(prefix + "context_starts").copy_u8(ctx.starts());
+  ck.tensor(prefix + "context_states").copy_f32(ctx.states());
+}
+
 class Run {
  public:
   Run(const Experiment& exp, const TrainOptions& opts, std::ostream& log)
@@ -137,6 +153,7 @@ class Run {
   std::vector<double> reward_scaler_state() const;
   bool set_reward_scaler_state(const std::vector<double>& s);
   void save_checkpoint();
+  RolloutContext empty_context() const;  // the learner context's shape for one worker
   void save_checkpoint_and_curve();
   void restore(const std::string& path);
   void publish_weights();
@@ -229,6 +246,7 @@ void Run::check_memory(const VecEnv& probe) const {
   in.actors = K_;
   in.sync = rt_.sync;
   in.chunk_len = al_.chunk_len;
+  in.bptt_len = al_.bptt_len;
   in.minibatches = al_.minibatches;
   in.obs_dim = spec_.obs_dim;
   in.act_width = static_cast<int>(session_->info.act_width);
@@ -245,12 +263,13 @@ void Run::check_memory(const VecEnv& probe) const {
                           const std::string& where) {
     std::string detail;
     for (const auto& [what, n] : parts) detail += (detail.empty() ? "" : ", ") + what + " " + format_bytes(n);
-    exp_.section("env").fail("num_envs", std::to_string(num_envs_) + " envs with algo.chunk_len " +
-                                             std::to_string(al_.chunk_len) + " need an estimated " +
+    const std::string lengths = "algo.chunk_len " + std::to_string(al_.chunk_len) +
+                                (al_.context_len() > 0 ? " and algo.bptt_len " + std::to_string(al_.bptt_len) : "");
+    exp_.section("env").fail("num_envs", std::to_string(num_envs_) + " envs with " + lengths + " need an estimated " +
                                              format_bytes(need) + " of " + where + " memory (" + detail +
                                              "), more than the " + format_bytes(have) +
-                                             " available; lower env.num_envs or algo.chunk_len (or raise "
-                                             "algo.minibatches)");
+                                             " available; lower env.num_envs, algo.chunk_len or algo.bptt_len "
+                                             "(or raise algo.minibatches)");
   };
   if (const auto have = host_memory_available(); have && e.host > *have)
     refuse(e.host, *have, e.host_parts, "host");
@@ -381,6 +400,11 @@ void Run::publish_weights() {
   board_.version = s_.version;
 }
 
+RolloutContext Run::empty_context() const {
+  return RolloutContext(al_.chunk_len, al_.context_len(), Bk_, spec_.obs_dim,
+                        static_cast<size_t>(session_->info.state_size));
+}
+
 void Run::save_checkpoint() {
   std::map<std::string, std::string> meta{
       {"experiment", resolved_yaml()},
@@ -415,6 +439,7 @@ void Run::save_checkpoint() {
     extra.push_back(ExtraTensor::u8("runner.0.starts", g.starts()));
     extra.push_back(ExtraTensor::f32("runner.0.actor_state", state, {static_cast<int64_t>(state.size())}));
     extra.push_back(ExtraTensor::u8("runner.0.actor_rng", rng));
+    if (al_.context_len() > 0) save_context(extra, "runner.0.", g.context_obs(), g.context_starts(), g.context_states());
   }
 #endif
   if (rt_.sync)
@@ -430,6 +455,8 @@ void Run::save_checkpoint() {
       extra.push_back(ExtraTensor::u8(p + "starts", w.starts()));
       extra.push_back(ExtraTensor::f32(p + "actor_state", state, {static_cast<int64_t>(state.size())}));
       extra.push_back(ExtraTensor::u8(p + "actor_rng", rng));
+      if (al_.context_len() > 0)
+        save_context(extra, p, w.context().obs(), w.context().starts(), w.context().states());
     }
   session_->policy->save(ckpt_path_, meta, extra);
 }
@@ -499,6 +526,11 @@ void Run::restore(const std::string& path) {
     g.set_starts(starts);
     g.actor().set_state(ck.tensor("runner.0.actor_state").f32());
     g.actor().set_rng(ck.tensor("runner.0.actor_rng").bytes);
+    if (al_.context_len() > 0) {
+      RolloutContext ctx = empty_context();
+      load_context(ck, "runner.0.", ctx);
+      g.set_context(ctx.obs(), ctx.starts(), ctx.states());
+    }
   }
 #endif
   if (exact)
@@ -511,6 +543,7 @@ void Run::restore(const std::string& path) {
       std::vector<float> state = ck.tensor(p + "actor_state").f32();
       w.set_actor_state(state);
       w.set_actor_rng(ck.tensor(p + "actor_rng").bytes);
+      if (al_.context_len() > 0) load_context(ck, p, w.context());
     }
   log_ << "resumed from " << path << " at update " << s_.update << ", env_steps " << s_.env_steps
        << (exact ? " (bit-exact: sync mode)"
@@ -599,7 +632,7 @@ void Run::run_sync() {
 #endif
   Chunk c;
   c.allocate(al_.chunk_len, Bk_, spec_.obs_dim, static_cast<int>(session_->info.act_width),
-             static_cast<size_t>(session_->info.state_size));
+             static_cast<size_t>(session_->info.state_size), al_.context_len());
   auto& w = *workers_[0];
   while (!done()) {
     w.set_weights(board_.w, board_.version);
@@ -621,7 +654,7 @@ void Run::run_async() {
     free_q.push_back(std::make_unique<BoundedQueue<Chunk*>>(per_actor));
     for (auto& c : pool) {
       c.allocate(al_.chunk_len, Bk_, spec_.obs_dim, static_cast<int>(session_->info.act_width),
-                 static_cast<size_t>(session_->info.state_size));
+                 static_cast<size_t>(session_->info.state_size), al_.context_len());
       free_q.back()->push(&c);
     }
   }
