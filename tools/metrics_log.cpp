@@ -1,6 +1,7 @@
 #include "tools/metrics_log.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -155,9 +156,7 @@ std::string metrics_file_in(const std::string& run_dir) {
     const fs::path p = fs::path(run_dir) / name;
     if (fs::is_regular_file(p)) return p.string();
   }
-  MAMBARL_USER_CHECK(false, run_dir << ": no metrics.csv or metrics.jsonl in this folder (is it a run's "
-                                       "runtime.out_dir?)");
-  return {};
+  throw UserError(run_dir + ": no metrics.csv or metrics.jsonl in this folder (is it a run's runtime.out_dir?)");
 }
 
 std::vector<std::pair<double, double>> read_metrics_curve(const std::string& path, const std::string& column) {
@@ -185,8 +184,8 @@ std::vector<std::pair<double, double>> read_metrics_curve(const std::string& pat
     if (std::find(columns.begin(), columns.end(), needed) == columns.end()) {
       std::string names;
       for (const std::string& c : columns) names += (names.empty() ? "" : ", ") + c;
-      MAMBARL_USER_CHECK(false, path << ": no column '" << needed << "'; its columns are: "
-                                     << (names.empty() ? "(none: the file is empty)" : names));
+      throw UserError(path + ": no column '" + needed +
+                      "'; its columns are: " + (names.empty() ? "(none: the file is empty)" : names));
     }
   return curve;
 }
