@@ -34,6 +34,8 @@ const char* kUsage =
     "        and `mambarl eval --config`; the output may not be the checkpoint itself\n"
     "  sweep <sweep.yaml> [--jobs N] [--out DIR] [--dry-run] [key=value ...]\n"
     "        train a grid of configs x seeds; write runs.csv, results.md and learning-curve plots\n"
+    "  plot <run_dir>... --out <file.svg> [--metric COLUMN]\n"
+    "        overlay several runs' curves in one SVG, one labelled line per run folder\n"
     "each command answers --help\n";
 
 bool wants_help(int argc, char** argv) {
