@@ -1,4 +1,4 @@
-// mambarl: the command-line runner (train, eval, bench, export, sweep).
+// mambarl: the command-line runner (train, eval, bench, export, sweep, plot).
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -10,6 +10,7 @@
 #include "tools/cli_args.hpp"
 #include "tools/evaluate.hpp"
 #include "tools/export.hpp"
+#include "tools/plot_runs.hpp"
 #include "tools/stop_signals.hpp"
 #include "tools/sweep.hpp"
 #include "tools/sweep_main.hpp"
@@ -33,6 +34,8 @@ const char* kUsage =
     "        and `mambarl eval --config`; the output may not be the checkpoint itself\n"
     "  sweep <sweep.yaml> [--jobs N] [--out DIR] [--dry-run] [key=value ...]\n"
     "        train a grid of configs x seeds; write runs.csv, results.md and learning-curve plots\n"
+    "  plot <run_dir>... --out <file.svg> [--metric COLUMN]\n"
+    "        overlay several runs' curves in one SVG, one labelled line per run folder\n"
     "each command answers --help\n";
 
 bool wants_help(int argc, char** argv) {
@@ -152,6 +155,36 @@ int cmd_export(int argc, char** argv) {
   return 0;
 }
 
+int cmd_plot(int argc, char** argv) {
+  if (wants_help(argc, argv) || argc < 3) {
+    std::cout << "usage: mambarl plot <run_dir>... --out <file.svg> [--metric COLUMN]\n"
+                 "  Draws each run's metric against env steps in one SVG, one colour per run and a\n"
+                 "  legend labelled with the run folders' names. A run folder is a train run's\n"
+                 "  runtime.out_dir (it holds metrics.csv or metrics.jsonl).\n"
+                 "  --out FILE       the SVG to write (required)\n"
+                 "  --metric COLUMN  a column of the metrics file (default mean_return; others:\n"
+                 "                   max_return, loss, entropy, approx_kl, steps_per_s, ...)\n";
+    return argc < 3 ? 2 : 0;
+  }
+  mambarl::PlotOptions o;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw mambarl::UsageError(a + ": expected a value after it");
+      return argv[++i];
+    };
+    if (a == "--out") o.out = value();
+    else if (a == "--metric") o.metric = value();
+    else if (a.rfind("--", 0) == 0) throw mambarl::UsageError("unknown option '" + a + "' (see mambarl plot --help)");
+    else o.run_dirs.push_back(a);
+  }
+  if (o.out.empty()) throw mambarl::UsageError("--out <file.svg> is required");
+  if (o.run_dirs.empty()) throw mambarl::UsageError("no run folder given (see mambarl plot --help)");
+  mambarl::plot_runs(o);
+  std::cout << "wrote " << o.out << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -166,6 +199,7 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return mambarl::run_bench(argc - 2, argv + 2, std::cout);
     if (cmd == "export") return cmd_export(argc, argv);
     if (cmd == "sweep") return mambarl::run_sweep(argc, argv, std::cout);
+    if (cmd == "plot") return cmd_plot(argc, argv);
     std::cerr << "mambarl: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const mambarl::UsageError& e) {

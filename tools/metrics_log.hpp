@@ -38,6 +38,18 @@ class MetricsLog {
   std::vector<std::pair<double, double>> curve_;
 };
 
+// The metrics file in a run's folder: metrics.csv or metrics.jsonl (whichever
+// runtime.metrics_format wrote). An Error naming the folder when it holds neither.
+std::string metrics_file_in(const std::string& run_dir);
+
+// (env_steps, `column`) for each row of a metrics file written by MetricsLog
+// (CSV or JSONL, by the file's extension); rows where either is not finite
+// (mean_return before the first episode ends) or that lack the column are
+// skipped. An Error naming the path when it cannot be read, or naming the
+// column and listing the file's columns when no row has it.
+std::vector<std::pair<double, double>> read_metrics_curve(const std::string& path,
+                                                          const std::string& column = "mean_return");
+
 // Writes an SVG line plot of mean return against env steps (atomically).
 void write_learning_curve_svg(const std::string& path, const std::string& title,
                               const std::vector<std::pair<double, double>>& points);

@@ -23,6 +23,7 @@
 #include "kernels/check.hpp"
 #include "policy/posix_file.hpp"
 #include "tools/experiment.hpp"
+#include "tools/metrics_log.hpp"
 #include "tools/policy_session.hpp"
 #include "tools/random_floor.hpp"
 #include "tools/sweep.hpp"
@@ -186,7 +187,7 @@ std::string describe_status(int status) {
 bool read_finished_run(const SweepRun& run, const std::string& log, RunResult& r) {
   r.run = run;
   if (!read_train_line(log, r)) return false;
-  r.curve = read_metrics_curve((fs::path(run.run_dir) / "metrics.csv").string());
+  r.curve = read_metrics_curve(metrics_file_in(run.run_dir));
   return true;
 }
 

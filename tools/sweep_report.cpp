@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -188,35 +186,6 @@ double interpolate(const std::vector<std::pair<double, double>>& curve, double x
 }
 
 }  // namespace
-
-std::vector<std::pair<double, double>> read_metrics_curve(const std::string& path) {
-  std::ifstream in(path);
-  MAMBARL_CHECK(in, path << ": cannot open the run's metrics (the sweep reads metrics.csv: "
-                            "runtime.metrics_format must be csv)");
-  const auto split = [](const std::string& line) {
-    std::vector<std::string> cells;
-    std::stringstream ss(line);
-    for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
-    return cells;
-  };
-  std::string line;
-  std::getline(in, line);
-  const std::vector<std::string> header = split(line);
-  const auto column = [&](const char* name) {
-    const auto it = std::find(header.begin(), header.end(), name);
-    MAMBARL_CHECK(it != header.end(), path << ": no " << name << " column in the header '" << line << "'");
-    return static_cast<size_t>(it - header.begin());
-  };
-  const size_t xs = column("env_steps"), ys = column("mean_return");
-  std::vector<std::pair<double, double>> curve;
-  while (std::getline(in, line)) {
-    const std::vector<std::string> cells = split(line);
-    if (cells.size() <= std::max(xs, ys)) continue;  // a row cut by a killed run
-    const double x = std::strtod(cells[xs].c_str(), nullptr), y = std::strtod(cells[ys].c_str(), nullptr);
-    if (std::isfinite(x) && std::isfinite(y)) curve.emplace_back(x, y);
-  }
-  return curve;
-}
 
 CurveBand curve_band(const std::vector<std::vector<std::pair<double, double>>>& curves) {
   MAMBARL_CHECK(!curves.empty(), "curve_band: no curves");

@@ -24,12 +24,6 @@ struct RunResult {
   std::vector<std::pair<double, double>> curve;  // (env_steps, mean_return) per logged update; empty: none
 };
 
-// The (env_steps, mean_return) rows of a metrics.csv written by MetricsLog,
-// the columns found by their header names; rows without a finite return
-// (before the first episode ends) are skipped. A missing file or column is
-// an Error naming the path.
-std::vector<std::pair<double, double>> read_metrics_curve(const std::string& path);
-
 // Curves of several seeds on one env-step grid: every x of any curve within
 // the range all of them cover, each curve interpolated linearly there.
 struct CurveBand {
