@@ -377,7 +377,7 @@ BOOST_AUTO_TEST_CASE(replay_refuses_a_moved_buffer_or_another_shape) {
 
   const HostChunk longer = make_chunk(chunks_from, c, 501, c.T + 3);
   BOOST_CHECK_EXCEPTION(gpu.train_step(longer.view(), kLr), Error,
-                        [](const Error& e) { return message_has(e, "call prepare(T, B)"); });
+                        [](const Error& e) { return message_has(e, "call prepare(T, B, context_T)"); });
 
   // Re-preparing a mixer for another shape moves its buffers under the graph.
   gpu.mixer(0).prepare(c.T + 3, c.B);

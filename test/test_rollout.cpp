@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "policy/safetensors.hpp"
 #include "tools/experiment.hpp"
 #include "tools/policy_session.hpp"
 #include "tools/rollout.hpp"
@@ -161,6 +162,11 @@ BOOST_AUTO_TEST_CASE(training_with_learner_context_resumes_bit_exactly) {
   BOOST_TEST(log.find("(bit-exact: sync mode)") != std::string::npos);
   BOOST_TEST(learner_bytes(a / "checkpoint.safetensors") == learner_bytes(split / "checkpoint.safetensors"));
   BOOST_TEST(metrics_without_timing(a / "metrics.csv") == metrics_without_timing(split / "metrics.csv"));
+  // The checkpoint holds the context: 32 steps x 16 envs of observations, not all zero.
+  const SafetensorsFile ck = read_safetensors((a / "checkpoint.safetensors").string());
+  const TensorRecord& obs = ck.at("runner.0.context_obs");
+  BOOST_TEST(obs.numel() == 32u * 16u * static_cast<size_t>(make_envs("{type: stateless_cartpole}", 1)->spec().obs_dim));
+  BOOST_TEST(std::any_of(obs.bytes.begin(), obs.bytes.end(), [](uint8_t b) { return b != 0; }));
   train("stateless_cartpole_mamba1", none, {"algo.total_env_steps=8192", "runtime.checkpoint_every=0",
                                             "algo.chunk_len=16"});
   BOOST_TEST(metrics_without_timing(a / "metrics.csv") != metrics_without_timing(none / "metrics.csv"));

@@ -22,8 +22,9 @@ struct AlgoConfig {
   // chunk's T steps after bptt_len - T steps of the same envs' previous chunks
   // (the context), which carry recurrent state and gradient but no loss. A
   // multiple of chunk_len; absent from the config, it is chunk_len (no context).
-  int bptt_len = 32;
-  int context_len() const { return bptt_len - chunk_len; }  // steps before the chunk's own
+  // Code that builds an AlgoConfig itself gets no context until it sets one.
+  int bptt_len = 0;
+  int context_len() const { return bptt_len > chunk_len ? bptt_len - chunk_len : 0; }  // steps before the chunk's own
   double gamma = 0.99;
   double gae_lambda = 0.95;
   bool normalize_rewards = true;  // divide rewards by the running std of the discounted return

@@ -326,7 +326,7 @@ void Run::build() {
       auto env = make_vec_env(env_share(exp_, Bk_ / lanes_));
       lanes.push_back({std::move(env), session_->policy->create_actor(Bk_ / lanes_, seed(actor_seed)), seed(env_seed)});
     }
-    workers_.push_back(std::make_unique<RolloutWorker>(std::move(lanes)));
+    workers_.push_back(std::make_unique<RolloutWorker>(std::move(lanes), al_.chunk_len, al_.context_len()));
   }
   if (!gpu_envs_) learner_ = std::make_unique<LearnerLoop>(*session_->policy, al_, derive_seed(rt_.seed, 7), K_, Bk_);
   write_file_atomically((fs::path(rt_.out_dir) / "config.yaml").string(), resolved_yaml() + "\n");
