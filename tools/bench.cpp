@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
@@ -302,61 +301,17 @@ std::vector<GpuTrainShape> parse_train_shape(const std::string& s) {
 
 }  // namespace
 
-int run_bench(int argc, char** argv, std::ostream& out) {
-  const std::string what = argc >= 1 ? argv[0] : "";
-  const char* usage =
-      "usage: mambarl bench rollout|train|e2e [--device cpu|cuda] [--reps N]\n"
-      "                     [--env-backend cpu|cuda|both] [--plot FILE.svg]   (e2e only)\n"
-      "                     [--shape TxBxDxL]                          (train --device cuda only)\n"
-      "  rollout: T=1 actor step (us/step, heap allocations per step; --device cuda: the GPU actor's graph)\n"
-      "  train:   chunk forward, forward+backward and whole PPO update (ms; --device cuda: the GPU\n"
-      "           learner's captured update, graph and eager, for every policy with a GPU engine;\n"
-      "           --shape: one chunk of T steps x B envs, d_model D, L layers instead of the default three)\n"
-      "  e2e:     the training runner end to end, sync mode (env-steps/s, whole run and steady state after\n"
-      "           warm-up; --reps: updates per run) for cartpole and stateless_cartpole x mamba1 and mamba3\n"
-      "           (d_model 64, 2 layers). --device cuda: actor and learner on the GPU, envs per\n"
-      "           --env-backend (default both): cpu envs at 1024/4096/16384, GPU-resident envs at\n"
-      "           1024/4096/16384/65536, beside the all-CPU runner at 1024. --plot: env-steps/s against\n"
-      "           num_envs per series as an SVG. overlap_envs: whether CPU envs stepped in two halves\n"
-      "           beside the actor step, as runtime.overlap_envs: auto does for GPU actors\n"
-      "  Prints one JSON object on stdout.\n"
-      "usage: mambarl bench soak [config.yaml] [--minutes M] [--sample-s S] [--out plot.svg] [key=value "
-      "...]\n"
-      "  soak:    the async actor-learner loop for M minutes (default 10): resident and device memory\n"
-      "           over time, growth after warm-up, queue depth vs bound, a pass/fail verdict and an\n"
-      "           SVG plot (`mambarl bench soak --help` for details)\n";
-  if (what == "--help" || what == "-h") {
-    out << usage;
-    return 0;
-  }
-  if (what == "soak") return run_soak(argc - 1, argv + 1, out);
-  std::string device = "cpu", env_backend, plot, shape;
-  int reps = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if ((a == "--device") && i + 1 < argc) device = argv[++i];
-    else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
-    else if (a == "--env-backend" && i + 1 < argc) env_backend = argv[++i];
-    else if (a == "--plot" && i + 1 < argc) plot = argv[++i];
-    else if (a == "--shape" && i + 1 < argc)
-      shape = argv[++i];
-    else if (a == "--help" || a == "-h") {
-      out << usage;
-      return 0;
-    } else MAMBARL_FAIL("bench: unexpected argument '" << a << "'");
-  }
-  MAMBARL_CHECK(what == "rollout" || what == "train" || what == "e2e",
-                "bench: expected rollout, train, e2e or soak, got '" << what << "'");
-  MAMBARL_CHECK(device == "cpu" || device == "cuda", "bench: --device must be cpu or cuda, got '" << device << "'");
-  MAMBARL_CHECK(what == "e2e" || (env_backend.empty() && plot.empty()),
-                "bench " << what << ": --env-backend and --plot are for e2e only");
-  MAMBARL_CHECK(shape.empty() || (what == "train" && device == "cuda"),
-                "bench: --shape is for train --device cuda only");
-  if (env_backend.empty()) env_backend = device == "cuda" ? "both" : "cpu";
-  MAMBARL_CHECK(env_backend == "cpu" || env_backend == "cuda" || env_backend == "both",
-                "bench e2e: --env-backend must be cpu, cuda or both, got '" << env_backend << "'");
-  MAMBARL_CHECK(device == "cuda" || env_backend == "cpu",
-                "bench e2e: --env-backend " << env_backend << " needs --device cuda (GPU envs feed a GPU actor)");
+int run_bench(const BenchOptions& o, std::ostream& out) {
+  const std::string& what = o.what;
+  const std::string& device = o.device;
+  const int reps = o.reps;
+  // Which options apply to which bench, and their values, main.cpp's parser
+  // checked; what depends on two of them is checked here.
+  MAMBARL_USER_CHECK(o.shape.empty() || device == "cuda", "bench train: --shape is for --device cuda only");
+  const std::string env_backend = !o.env_backend.empty() ? o.env_backend : device == "cuda" ? "both" : "cpu";
+  MAMBARL_USER_CHECK(device == "cuda" || env_backend == "cpu",
+                     "bench e2e: --env-backend " << env_backend << " needs --device cuda (GPU envs feed a GPU actor)");
+  const std::string& plot = o.plot;
   std::vector<E2eResult> e2e;
   if (device == "cuda") {
 #if defined(MAMBARL_HAVE_CUDA)
@@ -390,7 +345,7 @@ int run_bench(int argc, char** argv, std::ostream& out) {
     }
     if (what == "rollout") out << bench_rollout_gpu_json(reps ? reps : 1000) << std::endl;
     else
-      out << bench_train_gpu_json(reps ? reps : 100, parse_train_shape(shape)) << std::endl;
+      out << bench_train_gpu_json(reps ? reps : 100, parse_train_shape(o.shape)) << std::endl;
     return 0;
 #else
     MAMBARL_FAIL("bench: this build has no CUDA engines (configure with -DMAMBARL_CUDA=ON where nvcc is present)");
