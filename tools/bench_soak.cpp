@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
 #include <sstream>
@@ -20,8 +21,6 @@
 #if defined(MAMBARL_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 #endif
-
-#include <nlohmann/json.hpp>
 
 #include "kernels/check.hpp"
 #include "tools/experiment.hpp"

@@ -26,16 +26,18 @@ namespace mambarl {
 template <typename T>
 CLI::Validator whole_number(T min, T max = std::numeric_limits<T>::max()) {
   static_assert(std::is_integral_v<T>, "whole numbers only");
-  const std::string expected = "a whole number " + (max == std::numeric_limits<T>::max()
-                                                        ? ">= " + std::to_string(min)
-                                                        : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+  const std::string range = "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  // ">= 1" says it all unless the bound is the type's, which only a number past it meets.
+  const std::string at_least = max == std::numeric_limits<T>::max() ? ">= " + std::to_string(min) : range;
   return CLI::Validator(
       [=](std::string& text) -> std::string {
         T value{};
         const char* end = text.data() + text.size();
         const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+        if (ec == std::errc::result_out_of_range && ptr == end && text[0] != '-')
+          return "expected a whole number " + range + ", got '" + text + "'";
         if (text.empty() || ec != std::errc() || ptr != end || value < min || value > max)
-          return "expected " + expected + ", got '" + text + "'";
+          return "expected a whole number " + at_least + ", got '" + text + "'";
         text = std::to_string(value);
         return {};
       },
