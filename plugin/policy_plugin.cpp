@@ -25,9 +25,9 @@
 #include "plugin/mambarl_plugin.h"
 #include "plugin/tensor_view.hpp"
 #include "policy/checkpoint.hpp"
-#include "policy/strict_json.hpp"
 #include "policy/policy_config.hpp"
 #include "policy/safetensors.hpp"
+#include "policy/strict_json.hpp"
 
 struct mambarl_policy {
   std::string type;      // the factory's name, == policy.type

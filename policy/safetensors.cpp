@@ -183,8 +183,8 @@ void check_tiling(const std::vector<TensorEntry>& entries, uint64_t data_size, c
 
 // The root object is written member by member, "__metadata__" (its keys sorted,
 // as std::map holds them) and then the tensors in the caller's order: a
-// nlohmann::json object would sort them, and an ordered_json one appends in
-// O(n), O(n^2) over a header.
+// nlohmann::json object would sort them, and an ordered_json one looks each new
+// key up by a linear scan, O(n^2) over a header of n tensors.
 std::string build_header(const SafetensorsFile& file, const std::string& path) {
   std::string header = "{";
   if (!file.metadata.empty())
@@ -209,7 +209,7 @@ std::string build_header(const SafetensorsFile& file, const std::string& path) {
     entry["shape"] = r.shape;
     entry["data_offsets"] = {offset, offset + *nbytes};
     offset += *nbytes;
-    header += (header.size() > 1 ? "," : "") + key + ":" + entry.dump();
+    header += (i > 0 || !file.metadata.empty() ? "," : "") + key + ":" + entry.dump();
   }
   header += "}";
   // Spaces are JSON whitespace; padding N to a multiple of 8 starts the data 8-aligned
