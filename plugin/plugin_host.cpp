@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "plugin/tensor_view.hpp"
-#include "policy/json.hpp"  // the metadata codec of save()/load(): self-contained, no policy engine
+#include "policy/strict_json.hpp"  // the metadata codec of save()/load(): no policy engine
 
 namespace mambarl {
 
@@ -469,9 +469,7 @@ void PolicyHandle::set_weights(const std::vector<float>& weights) {
 
 void PolicyHandle::save(const std::string& path, const std::map<std::string, std::string>& metadata,
                         const std::vector<ExtraTensor>& extra) {
-  JsonValue meta = JsonValue::object();
-  for (const auto& [k, v] : metadata) meta.add(k, JsonValue::string(v));  // map keys: unique
-  const std::string meta_json = meta.dump();
+  const std::string meta_json = dump_json(nlohmann::json(metadata), path + ": checkpoint metadata");
   std::vector<const char*> names;         // (n_extra)
   std::vector<mambarl_tensor> views;      // (n_extra)
   for (const auto& t : extra) {
@@ -518,14 +516,7 @@ LoadedCheckpoint PolicyHandle::load(const std::string& path) {
   };
   check(vt_->load(p_, path.c_str(), on_extra, &sink), "load");
   if (sink.error) std::rethrow_exception(sink.error);
-  const JsonValue meta = parse_json(sink.meta_json, path + ": checkpoint metadata from the plugin");
-  MAMBARL_CHECK(meta.is(JsonValue::Kind::Object), path << ": checkpoint metadata is " << meta.kind_phrase()
-                                                      << ", expected an object");
-  for (const auto& m : meta.members()) {
-    MAMBARL_CHECK(m.value.is(JsonValue::Kind::String),
-                  path << ": checkpoint metadata '" << m.key << "' is " << m.value.kind_phrase() << ", expected a string");
-    sink.ck.metadata[m.key] = m.value.as_string();
-  }
+  sink.ck.metadata = parse_string_map(sink.meta_json, path + ": checkpoint metadata from the plugin");
   return std::move(sink.ck);
 }
 

@@ -25,9 +25,9 @@
 #include "plugin/mambarl_plugin.h"
 #include "plugin/tensor_view.hpp"
 #include "policy/checkpoint.hpp"
-#include "policy/json.hpp"
 #include "policy/policy_config.hpp"
 #include "policy/safetensors.hpp"
+#include "policy/strict_json.hpp"
 
 struct mambarl_policy {
   std::string type;      // the factory's name, == policy.type
@@ -348,16 +348,10 @@ constexpr const char* kExtraPrefix = "runner.";
 bool is_extra(const std::string& name) { return name.rfind(kExtraPrefix, 0) == 0; }
 
 std::map<std::string, std::string> parse_metadata(const char* json) {
-  std::map<std::string, std::string> meta;
-  if (json == nullptr) return meta;
-  const JsonValue v = parse_json(json, "save: metadata_json");
-  MAMBARL_CHECK(v.is(JsonValue::Kind::Object), "save: metadata_json is " << v.kind_phrase() << ", expected an object");
-  for (const auto& m : v.members()) {
-    MAMBARL_CHECK(m.value.is(JsonValue::Kind::String),
-                  "save: metadata '" << m.key << "' is " << m.value.kind_phrase() << ", expected a string");
-    MAMBARL_CHECK(!reserved_metadata().count(m.key), "save: metadata key '" << m.key << "' is reserved for the checkpoint itself");
-    meta[m.key] = m.value.as_string();
-  }
+  if (json == nullptr) return {};
+  std::map<std::string, std::string> meta = parse_string_map(json, "save: metadata_json");
+  for (const auto& [key, value] : meta)
+    MAMBARL_CHECK(!reserved_metadata().count(key), "save: metadata key '" << key << "' is reserved for the checkpoint itself");
   return meta;
 }
 
@@ -406,9 +400,7 @@ mambarl_status load(mambarl_policy* p, const char* path, ExtraCallback on_extra,
                     path << ": extra tensor '" << t.name << "' is " << dtype_name(t.dtype) << "; the ABI carries f32 and u8 only");
     const SafetensorsFile f = s.learner->load(path);
     if (on_extra == nullptr) return;
-    JsonValue meta = JsonValue::object();
-    for (const auto& [k, v] : f.metadata) meta.add(k, JsonValue::string(v));  // map: keys unique
-    const std::string meta_json = meta.dump();
+    const std::string meta_json = dump_json(nlohmann::json(f.metadata), std::string(path) + ": checkpoint metadata");
     for (const auto& t : f.tensors) {
       if (!is_extra(t.name)) continue;
       mambarl_tensor view = make_view(const_cast<uint8_t*>(t.bytes.data()), t.dtype == DType::F32 ? kF32 : kU8,

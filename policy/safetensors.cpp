@@ -16,12 +16,14 @@
 #include <system_error>
 
 #include "kernels/check.hpp"
-#include "policy/json.hpp"
 #include "policy/posix_file.hpp"
+#include "policy/strict_json.hpp"
 
 namespace mambarl {
 
 namespace {
+
+using nlohmann::json;
 
 // The reference reader refuses headers above 100 MB; real headers are kilobytes to a
 // few MB. Checked before the header is allocated.
@@ -58,13 +60,10 @@ std::optional<uint64_t> checked_nbytes(const std::vector<int64_t>& shape, DType 
   return n;
 }
 
-// A JSON value as it appears in an error message: a number's text (cut short: a
-// hostile one may be megabytes long), otherwise its kind.
-std::string describe(const JsonValue& v) {
-  if (!v.is(JsonValue::Kind::Number)) return v.kind_phrase();
-  const std::string& t = v.number_text();
-  return t.size() <= 32 ? t : t.substr(0, 32) + "...";
-}
+// A JSON value as it appears in an error message: a number as nlohmann writes it
+// (1e0 as 1.0; 2^64 and above, which do not fit 64 bits, in floating point),
+// otherwise its kind.
+std::string describe(const json& v) { return v.is_number() ? v.dump() : kind_phrase(v); }
 
 void read_exact(int fd, uint64_t offset, void* dst, size_t n, const std::string& path) {
   auto* p = static_cast<char*>(dst);
@@ -88,56 +87,54 @@ struct TensorEntry {
   uint64_t end = 0;
 };
 
-uint64_t require_u64(const JsonValue& v, uint64_t max, const std::string& where, const std::string& path) {
-  const std::optional<uint64_t> x = v.as_uint64();
+uint64_t require_u64(const json& v, uint64_t max, const std::string& where, const std::string& path) {
+  // nlohmann reads a non-negative integer literal that fits 64 bits as an unsigned
+  // number, exactly; "-0", "1.0" and "1e2" are other kinds of number.
+  const std::optional<uint64_t> x = v.is_number_unsigned() ? std::optional(v.get<uint64_t>()) : std::nullopt;
   MAMBARL_CHECK(x && *x <= max, path << ": " << where << " is " << describe(v)
                                      << ", expected a non-negative integer"
                                      << (x ? " of at most " + std::to_string(max) : std::string()));
   return *x;
 }
 
-TensorEntry parse_tensor_entry(const std::string& name, const JsonValue& v, uint64_t data_size,
+TensorEntry parse_tensor_entry(const std::string& name, const json& v, uint64_t data_size,
                                const std::string& path) {
   const std::string t = "tensor " + json_quote(name);
-  MAMBARL_CHECK(v.is(JsonValue::Kind::Object),
-                path << ": " << t << " is " << describe(v) << ", expected an object");
-  for (const JsonMember& m : v.members())
-    MAMBARL_CHECK(m.key == "dtype" || m.key == "shape" || m.key == "data_offsets",
-                  path << ": " << t << ": unknown field " << json_quote(m.key)
+  MAMBARL_CHECK(v.is_object(), path << ": " << t << " is " << describe(v) << ", expected an object");
+  for (const auto& [key, value] : v.items())
+    MAMBARL_CHECK(key == "dtype" || key == "shape" || key == "data_offsets",
+                  path << ": " << t << ": unknown field " << json_quote(key)
                        << " (expected dtype, shape, data_offsets)");
-  auto field = [&](const char* key) -> const JsonValue& {
-    const JsonValue* f = v.find(key);
-    MAMBARL_CHECK(f, path << ": " << t << ": missing field \"" << key << "\"");
+  auto field = [&](const char* key) -> const json& {
+    const auto f = v.find(key);
+    MAMBARL_CHECK(f != v.end(), path << ": " << t << ": missing field \"" << key << "\"");
     return *f;
   };
 
   TensorEntry e;
   e.record.name = name;
-  const JsonValue& dtype = field("dtype");
-  MAMBARL_CHECK(dtype.is(JsonValue::Kind::String),
-                path << ": " << t << ": dtype is " << describe(dtype) << ", expected a string");
-  const std::optional<DType> d = parse_dtype(dtype.as_string());
-  MAMBARL_CHECK(d, path << ": " << t << ": unknown or unsupported dtype " << json_quote(dtype.as_string())
+  const json& dtype = field("dtype");
+  MAMBARL_CHECK(dtype.is_string(), path << ": " << t << ": dtype is " << describe(dtype) << ", expected a string");
+  const auto& dtype_text = dtype.get_ref<const std::string&>();
+  const std::optional<DType> d = parse_dtype(dtype_text);
+  MAMBARL_CHECK(d, path << ": " << t << ": unknown or unsupported dtype " << json_quote(dtype_text)
                         << " (supported: " << known_dtypes() << ")");
   e.record.dtype = *d;
 
-  const JsonValue& shape = field("shape");
-  MAMBARL_CHECK(shape.is(JsonValue::Kind::Array),
-                path << ": " << t << ": shape is " << describe(shape) << ", expected an array");
-  for (size_t i = 0; i < shape.items().size(); ++i) {
-    const uint64_t dim = require_u64(shape.items()[i], std::numeric_limits<int64_t>::max(),
+  const json& shape = field("shape");
+  MAMBARL_CHECK(shape.is_array(), path << ": " << t << ": shape is " << describe(shape) << ", expected an array");
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const uint64_t dim = require_u64(shape[i], std::numeric_limits<int64_t>::max(),
                                      t + ": shape[" + std::to_string(i) + "]", path);
     e.record.shape.push_back(static_cast<int64_t>(dim));
   }
 
-  const JsonValue& offsets = field("data_offsets");
-  MAMBARL_CHECK(
-      offsets.is(JsonValue::Kind::Array) && offsets.items().size() == 2,
-      path << ": " << t << ": data_offsets must be an array [begin, end], got "
-           << (offsets.is(JsonValue::Kind::Array) ? "an array of " + std::to_string(offsets.items().size())
-                                                  : describe(offsets)));
-  e.begin = require_u64(offsets.items()[0], UINT64_MAX, t + ": data_offsets[0]", path);
-  e.end = require_u64(offsets.items()[1], UINT64_MAX, t + ": data_offsets[1]", path);
+  const json& offsets = field("data_offsets");
+  MAMBARL_CHECK(offsets.is_array() && offsets.size() == 2,
+                path << ": " << t << ": data_offsets must be an array [begin, end], got "
+                     << (offsets.is_array() ? "an array of " + std::to_string(offsets.size()) : describe(offsets)));
+  e.begin = require_u64(offsets[0], UINT64_MAX, t + ": data_offsets[0]", path);
+  e.end = require_u64(offsets[1], UINT64_MAX, t + ": data_offsets[1]", path);
   const std::string range = "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "]";
   MAMBARL_CHECK(e.begin <= e.end,
                 path << ": " << t << ": data_offsets " << range << " end before they begin");
@@ -184,23 +181,20 @@ void check_tiling(const std::vector<TensorEntry>& entries, uint64_t data_size, c
 
 // ---- records -> header ------------------------------------------------------------
 
+// The root object is written member by member, "__metadata__" (its keys sorted,
+// as std::map holds them) and then the tensors in the caller's order: a
+// nlohmann::json object would sort them, and an ordered_json one looks each new
+// key up by a linear scan, O(n^2) over a header of n tensors.
 std::string build_header(const SafetensorsFile& file, const std::string& path) {
-  JsonValue root = JsonValue::object();
-  if (!file.metadata.empty()) {
-    JsonValue meta = JsonValue::object();
-    for (const auto& [key, value] : file.metadata) {
-      MAMBARL_CHECK(is_valid_utf8(key) && is_valid_utf8(value),
-                    path << ": a metadata key or value is not valid UTF-8");
-      meta.add(key, JsonValue::string(value));
-    }
-    root.add("__metadata__", std::move(meta));
-  }
+  std::string header = "{";
+  if (!file.metadata.empty())
+    header += "\"__metadata__\":" + dump_json(json(file.metadata), path + ": __metadata__");
   std::set<std::string_view> names;
   uint64_t offset = 0;
   for (size_t i = 0; i < file.tensors.size(); ++i) {
     const TensorRecord& r = file.tensors[i];
-    MAMBARL_CHECK(is_valid_utf8(r.name), path << ": the name of tensor #" << i << " is not valid UTF-8");
-    const std::string t = "tensor " + json_quote(r.name);
+    const std::string key = dump_json(r.name, path + ": the name of tensor #" + std::to_string(i));
+    const std::string t = "tensor " + key;
     MAMBARL_CHECK(r.name != "__metadata__", path << ": \"__metadata__\" is reserved, not a tensor name");
     MAMBARL_CHECK(names.insert(r.name).second, path << ": duplicate " << t);
     for (int64_t d : r.shape)
@@ -210,19 +204,14 @@ std::string build_header(const SafetensorsFile& file, const std::string& path) {
                   path << ": " << t << " holds " << r.bytes.size() << " bytes but shape "
                        << shape_str(r.shape) << " of " << dtype_name(r.dtype) << " needs "
                        << (nbytes ? std::to_string(*nbytes) : std::string("more than 2^64")));
-    JsonValue shape = JsonValue::array();
-    for (int64_t d : r.shape) shape.push_back(JsonValue::number(static_cast<uint64_t>(d)));
-    JsonValue offsets = JsonValue::array();
-    offsets.push_back(JsonValue::number(offset));
+    nlohmann::ordered_json entry;  // the fields in the reference writer's order
+    entry["dtype"] = dtype_name(r.dtype);
+    entry["shape"] = r.shape;
+    entry["data_offsets"] = {offset, offset + *nbytes};
     offset += *nbytes;
-    offsets.push_back(JsonValue::number(offset));
-    JsonValue entry = JsonValue::object();
-    entry.add("dtype", JsonValue::string(dtype_name(r.dtype)));
-    entry.add("shape", std::move(shape));
-    entry.add("data_offsets", std::move(offsets));
-    root.add(r.name, std::move(entry));
+    header += (i > 0 || !file.metadata.empty() ? "," : "") + key + ":" + entry.dump();
   }
-  std::string header = root.dump();
+  header += "}";
   // Spaces are JSON whitespace; padding N to a multiple of 8 starts the data 8-aligned
   // (what the reference writer does), so a reader may map tensors in place.
   header.append((8 - header.size() % 8) % 8, ' ');
@@ -365,25 +354,25 @@ SafetensorsFile read_safetensors(const std::string& path) {
 
   std::string header(n, '\0');
   read_exact(fd.get(), 8, header.data(), header.size(), path);
-  const JsonValue root = parse_json(header, path + ": header JSON");  // UTF-8 checked here
+  std::vector<std::string> keys;  // the root's keys in header order, which is the tensors' order
+  const json root = parse_json(header, path + ": header JSON", {}, &keys);  // UTF-8 checked here
 
   const uint64_t data_start = 8 + n;
   const uint64_t data_size = file_size - data_start;
   SafetensorsFile out;
   out.source = path;
   std::vector<TensorEntry> entries;
-  for (const JsonMember& m : root.members()) {
-    if (m.key == "__metadata__") {
-      MAMBARL_CHECK(m.value.is(JsonValue::Kind::Object),
-                    path << ": __metadata__ is " << describe(m.value) << ", expected an object");
-      for (const JsonMember& kv : m.value.members()) {
-        MAMBARL_CHECK(kv.value.is(JsonValue::Kind::String),
-                      path << ": __metadata__ value " << json_quote(kv.key) << " is " << describe(kv.value)
-                           << ", expected a string");
-        out.metadata.emplace(kv.key, kv.value.as_string());
+  for (const std::string& key : keys) {
+    const json& value = root.at(key);
+    if (key == "__metadata__") {
+      MAMBARL_CHECK(value.is_object(), path << ": __metadata__ is " << describe(value) << ", expected an object");
+      for (const auto& [k, v] : value.items()) {
+        MAMBARL_CHECK(v.is_string(), path << ": __metadata__ value " << json_quote(k) << " is " << describe(v)
+                                          << ", expected a string");
+        out.metadata.emplace(k, v.get<std::string>());
       }
     } else {
-      entries.push_back(parse_tensor_entry(m.key, m.value, data_size, path));
+      entries.push_back(parse_tensor_entry(key, value, data_size, path));
     }
   }
   check_tiling(entries, data_size, path);

@@ -176,15 +176,16 @@ BOOST_AUTO_TEST_CASE(export_onto_its_input_is_refused) {
 
 BOOST_AUTO_TEST_CASE(bad_option_values_are_named_with_exit_status_2) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"--episodes", "abc"}, "--episodes 'abc': expected a whole number >= 1"},
-      {{"--episodes", "2.5"}, "--episodes '2.5': expected a whole number >= 1"},
-      {{"--episodes", "0"}, "--episodes '0': expected a whole number >= 1"},
-      {{"--episodes", "99999999999"}, "--episodes '99999999999': expected a whole number >= 1"},
-      {{"--seed", "-1"}, "--seed '-1': expected a whole number >= 0"},
-      {{"--seed", "5x"}, "--seed '5x': expected a whole number >= 0"},
-      {{"--seed"}, "--seed: expected a value after it"},
-      {{"--episodes"}, "--episodes: expected a value after it"},
-      {{"--greedy"}, "unexpected argument '--greedy' (see mambarl eval --help)"},
+      {{"--episodes", "abc"}, "--episodes: expected a whole number >= 1, got 'abc'"},
+      {{"--episodes", "2.5"}, "--episodes: expected a whole number >= 1, got '2.5'"},
+      {{"--episodes", "0"}, "--episodes: expected a whole number >= 1, got '0'"},
+      {{"--episodes", "99999999999"}, "--episodes: expected a whole number in [1, 2147483647], got '99999999999'"},
+      {{"--seed", "-1"}, "--seed: expected a whole number >= 0, got '-1'"},
+      {{"--seed", "5x"}, "--seed: expected a whole number >= 0, got '5x'"},
+      {{"--seed"}, "--seed: 1 required UINT missing"},
+      {{"--episodes"}, "--episodes: 1 required INT missing"},
+      {{"--greedy"}, "The following argument was not expected: --greedy"},
+      {{"greedy"}, "overrides: expected an override: key=value (algo.lr=1e-3) or ~key (~policy.d_state), got 'greedy'"},
   };
   for (const auto& [args, message] : cases) {
     BOOST_TEST_CONTEXT(message) {
@@ -194,6 +195,25 @@ BOOST_AUTO_TEST_CASE(bad_option_values_are_named_with_exit_status_2) {
       BOOST_TEST(r.exit_code == 2);
       CHECK_HAS(r.out, "mambarl eval: " + message + "\n");
       BOOST_TEST(r.out.find("stoi") == std::string::npos);
+    }
+  }
+}
+
+// The other commands' usage errors, each named after its (sub)command.
+BOOST_AUTO_TEST_CASE(usage_errors_of_every_command_exit_2) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"trian"}, "mambarl: unknown command 'trian'"},
+      {{"bench", "soak", "--minutes", "5x"}, "mambarl bench soak: --minutes: expected a number > 0, got '5x'"},
+      {{"bench", "rollout", "--device", "gpu"}, "mambarl bench rollout: --device: gpu not in {cpu,cuda}"},
+      {{"bench", "rollout", "--plot", "x.svg"}, "mambarl bench rollout: The following arguments were not expected: x.svg --plot"},
+      {{"train", config_path(), "--resume", "--force"}, "mambarl train: --resume excludes --force"},
+      {{"export", "a.safetensors"}, "mambarl export: out is required"},
+  };
+  for (const auto& [args, message] : cases) {
+    BOOST_TEST_CONTEXT(message) {
+      const Ran r = run_mambarl(args, "usage");
+      BOOST_TEST(r.exit_code == 2);
+      CHECK_HAS(r.out, message + "\n");
     }
   }
 }

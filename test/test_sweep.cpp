@@ -429,5 +429,5 @@ BOOST_AUTO_TEST_CASE(a_failing_run_fails_the_sweep_naming_it) {
   BOOST_TEST(missing.out.find("none.yaml: cannot open sweep file") != std::string::npos, missing.out);
   const Ran usage = run({MAMBARL_TEST_BIN, "sweep", sweep, "--jobs", "0"}, dir, "usage");
   BOOST_TEST(usage.exit_code == 2);
-  BOOST_TEST(usage.out.find("--jobs 0: expected a whole number") != std::string::npos, usage.out);
+  BOOST_TEST(usage.out.find("mambarl sweep: --jobs: expected a whole number in [1, 4096], got '0'") != std::string::npos, usage.out);
 }

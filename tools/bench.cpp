@@ -4,9 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -16,7 +16,6 @@
 #include "policy/cpu_actor.hpp"
 #include "policy/cpu_learner.hpp"
 #include "tools/alloc_counter.hpp"
-#include "tools/bench_soak.hpp"
 #if defined(MAMBARL_HAVE_CUDA)
 #include "tools/bench_rollout_gpu.hpp"
 #include "tools/bench_train_gpu.hpp"
@@ -30,6 +29,8 @@ namespace mambarl {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+// Each result's fields in the order written (a json object would sort them).
+using json = nlohmann::ordered_json;
 
 struct Shape {
   std::string type;
@@ -49,16 +50,13 @@ PolicyConfig policy_for(const Shape& s) {
   return PolicyConfig::from_yaml(ConfigNode(n, "<bench>", "policy"));
 }
 
-std::string shape_json(const Shape& s) {
-  std::ostringstream os;
-  os << "\"policy\":\"" << s.type << "\",\"B\":" << s.B << ",\"d_model\":" << s.D << ",\"n_layers\":" << s.L;
-  return os.str();
-}
+// The first fields of a result: the shape it timed.
+json shape_json(const Shape& s) { return {{"policy", s.type}, {"B", s.B}, {"d_model", s.D}, {"n_layers", s.L}}; }
 
 constexpr int kObs = 4, kActions = 2;  // CartPole-sized heads: the mixers dominate
 
 // T=1 actor step: median µs over `reps` steps after warm-up, and heap allocations per step.
-std::string bench_rollout_cpu(const Shape& s, int reps) {
+json bench_rollout_cpu(const Shape& s, int reps) {
   const HeadSpec head{true, kActions};
   CpuLearner learner(policy_for(s), kObs, head, PpoLossConfig{}, AdamWConfig{}, 1);
   CpuActor actor(learner.shared_model(), s.B, 2);
@@ -80,18 +78,16 @@ std::string bench_rollout_cpu(const Shape& s, int reps) {
     starts[static_cast<size_t>(i % s.B)] = 0;
   }
   const double allocs = static_cast<double>(heap_allocations() - a0) / reps;
-  std::ostringstream os;
-  os << "{" << shape_json(s) << ",\"us_per_step\":" << median(us)
-     << ",\"env_steps_per_s\":" << s.B * 1e6 / median(us) << ",\"heap_allocs_per_step\":";
-  if (heap_allocations_counted()) os << allocs;
-  else os << "null";
-  os
-     << ",\"reps\":" << reps << "}";
-  return os.str();
+  json r = shape_json(s);
+  r["us_per_step"] = median(us);
+  r["env_steps_per_s"] = s.B * 1e6 / median(us);
+  r["heap_allocs_per_step"] = heap_allocations_counted() ? json(allocs) : json(nullptr);
+  r["reps"] = reps;
+  return r;
 }
 
 // Chunk forward+backward (model + PPO loss) and the whole learner update.
-std::string bench_train_cpu(const Shape& s, int reps) {
+json bench_train_cpu(const Shape& s, int reps) {
   const HeadSpec head{true, kActions};
   CpuLearner learner(policy_for(s), kObs, head, PpoLossConfig{}, AdamWConfig{}, 1);
   const auto& model = learner.model();
@@ -138,11 +134,14 @@ std::string bench_train_cpu(const Shape& s, int reps) {
     learner.train_step(cv, 1e-4);
     if (i >= 1) upd_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
-  std::ostringstream os;
-  os << "{" << shape_json(s) << ",\"T\":" << s.T << ",\"forward_ms\":" << median(fwd_ms)
-     << ",\"forward_backward_ms\":" << median(fb_ms) << ",\"update_ms\":" << median(upd_ms)
-     << ",\"params\":" << model.layout().size() << ",\"reps\":" << reps << "}";
-  return os.str();
+  json r = shape_json(s);
+  r["T"] = s.T;
+  r["forward_ms"] = median(fwd_ms);
+  r["forward_backward_ms"] = median(fb_ms);
+  r["update_ms"] = median(upd_ms);
+  r["params"] = model.layout().size();
+  r["reps"] = reps;
+  return r;
 }
 
 // One row of a run's metrics.csv: env steps and wall seconds after an update, and its two phases.
@@ -182,7 +181,7 @@ struct E2eResult {
   std::string env, policy, env_backend;
   int num_envs = 0;
   double steady_env_steps_per_s = 0;
-  std::string json;
+  json fields;
 };
 
 // Whole runner (actor and learner on `device`, envs on `env_backend`; CPU
@@ -231,7 +230,7 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
                 "bench e2e: " << rows.size() << " updates logged, warm-up is " << warmup);
   const Progress& a = rows[static_cast<size_t>(warmup - 1)];
   const Progress& b = rows.back();
-  E2eResult r{env, type, env_backend, num_envs, (b.env_steps - a.env_steps) / (b.wall_s - a.wall_s), ""};
+  E2eResult r{env, type, env_backend, num_envs, (b.env_steps - a.env_steps) / (b.wall_s - a.wall_s), {}};
   // Where the steady updates' time went: the rollout against the learner.
   double collect_s = 0, learn_s = 0;
   for (size_t i = static_cast<size_t>(warmup); i < rows.size(); ++i) {
@@ -239,29 +238,37 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
     learn_s += rows[i].learn_s;
   }
   const double steady = static_cast<double>(rows.size()) - warmup;
-  std::ostringstream os;
-  os << "{\"env\":\"" << env << "\",\"policy\":\"" << type << "\",\"device\":\"" << device
-     << "\",\"env_backend\":\"" << env_backend << "\",\"num_envs\":" << num_envs
-     << ",\"d_model\":64,\"n_layers\":2,\"chunk_len\":" << kChunk << ",\"updates\":" << rows.size()
-     << ",\"env_steps\":" << s.env_steps << ",\"wall_s\":" << s.wall_s
-     << ",\"env_steps_per_s\":" << s.env_steps / s.wall_s << ",\"warmup_updates\":" << warmup
-     << ",\"steady_env_steps_per_s\":" << r.steady_env_steps_per_s
-     << ",\"steady_collect_ms\":" << 1e3 * collect_s / steady
-     << ",\"steady_learn_ms\":" << 1e3 * learn_s / steady
-     << ",\"overlap_envs\":" << (s.overlap_envs ? "true" : "false") << "}";
-  r.json = os.str();
+  r.fields = {{"env", env},
+              {"policy", type},
+              {"device", device},
+              {"env_backend", env_backend},
+              {"num_envs", num_envs},
+              {"d_model", 64},
+              {"n_layers", 2},
+              {"chunk_len", kChunk},
+              {"updates", rows.size()},
+              {"env_steps", s.env_steps},
+              {"wall_s", s.wall_s},
+              {"env_steps_per_s", s.env_steps / s.wall_s},
+              {"warmup_updates", warmup},
+              {"steady_env_steps_per_s", r.steady_env_steps_per_s},
+              {"steady_collect_ms", 1e3 * collect_s / steady},
+              {"steady_learn_ms", 1e3 * learn_s / steady},
+              {"overlap_envs", s.overlap_envs}};
   return r;
 }
 
-void emit_e2e(std::ostream& out, bool& first, std::vector<E2eResult>& results, const std::vector<int>& num_envs,
-              const std::string& device, const std::string& env_backend, int updates, int warmup) {
+// Every env x policy at each of `num_envs`: appended to `results`, their fields returned as an array.
+json run_e2e(std::vector<E2eResult>& results, const std::vector<int>& num_envs, const std::string& device,
+             const std::string& env_backend, int updates, int warmup) {
+  json fields = json::array();
   for (int n : num_envs)
     for (const char* env : {"cartpole", "stateless_cartpole"})
       for (const char* t : {"mamba1", "mamba3"}) {
         results.push_back(bench_e2e(env, t, n, device, env_backend, updates, warmup));
-        out << (first ? "\n  " : ",\n  ") << results.back().json;
-        first = false;
+        fields.push_back(results.back().fields);
       }
+  return fields;
 }
 
 // Steady-state env-steps/s against log10(num_envs), one series per (env, policy, env backend).
@@ -277,11 +284,15 @@ void plot_e2e(const std::string& path, const std::vector<E2eResult>& results) {
                       "env-steps/s (steady state)", series);
 }
 
-template <typename F>
-void emit_list(std::ostream& out, const std::string& key, const std::vector<Shape>& shapes, F f) {
-  out << "\"" << key << "\":[";
-  for (size_t i = 0; i < shapes.size(); ++i) out << (i ? ",\n  " : "\n  ") << f(shapes[i]);
-  out << "]";
+template <typename F> json results_of(const std::vector<Shape>& shapes, F f) {
+  json results = json::array();
+  for (const Shape& s : shapes) results.push_back(f(s));
+  return results;
+}
+
+// A path that is not UTF-8 shows as U+FFFD rather than failing a finished bench.
+void print(std::ostream& out, const json& report) {
+  out << report.dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
 }
 
 #if defined(MAMBARL_HAVE_CUDA)
@@ -302,61 +313,17 @@ std::vector<GpuTrainShape> parse_train_shape(const std::string& s) {
 
 }  // namespace
 
-int run_bench(int argc, char** argv, std::ostream& out) {
-  const std::string what = argc >= 1 ? argv[0] : "";
-  const char* usage =
-      "usage: mambarl bench rollout|train|e2e [--device cpu|cuda] [--reps N]\n"
-      "                     [--env-backend cpu|cuda|both] [--plot FILE.svg]   (e2e only)\n"
-      "                     [--shape TxBxDxL]                          (train --device cuda only)\n"
-      "  rollout: T=1 actor step (us/step, heap allocations per step; --device cuda: the GPU actor's graph)\n"
-      "  train:   chunk forward, forward+backward and whole PPO update (ms; --device cuda: the GPU\n"
-      "           learner's captured update, graph and eager, for every policy with a GPU engine;\n"
-      "           --shape: one chunk of T steps x B envs, d_model D, L layers instead of the default three)\n"
-      "  e2e:     the training runner end to end, sync mode (env-steps/s, whole run and steady state after\n"
-      "           warm-up; --reps: updates per run) for cartpole and stateless_cartpole x mamba1 and mamba3\n"
-      "           (d_model 64, 2 layers). --device cuda: actor and learner on the GPU, envs per\n"
-      "           --env-backend (default both): cpu envs at 1024/4096/16384, GPU-resident envs at\n"
-      "           1024/4096/16384/65536, beside the all-CPU runner at 1024. --plot: env-steps/s against\n"
-      "           num_envs per series as an SVG. overlap_envs: whether CPU envs stepped in two halves\n"
-      "           beside the actor step, as runtime.overlap_envs: auto does for GPU actors\n"
-      "  Prints one JSON object on stdout.\n"
-      "usage: mambarl bench soak [config.yaml] [--minutes M] [--sample-s S] [--out plot.svg] [key=value "
-      "...]\n"
-      "  soak:    the async actor-learner loop for M minutes (default 10): resident and device memory\n"
-      "           over time, growth after warm-up, queue depth vs bound, a pass/fail verdict and an\n"
-      "           SVG plot (`mambarl bench soak --help` for details)\n";
-  if (what == "--help" || what == "-h") {
-    out << usage;
-    return 0;
-  }
-  if (what == "soak") return run_soak(argc - 1, argv + 1, out);
-  std::string device = "cpu", env_backend, plot, shape;
-  int reps = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if ((a == "--device") && i + 1 < argc) device = argv[++i];
-    else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
-    else if (a == "--env-backend" && i + 1 < argc) env_backend = argv[++i];
-    else if (a == "--plot" && i + 1 < argc) plot = argv[++i];
-    else if (a == "--shape" && i + 1 < argc)
-      shape = argv[++i];
-    else if (a == "--help" || a == "-h") {
-      out << usage;
-      return 0;
-    } else MAMBARL_FAIL("bench: unexpected argument '" << a << "'");
-  }
-  MAMBARL_CHECK(what == "rollout" || what == "train" || what == "e2e",
-                "bench: expected rollout, train, e2e or soak, got '" << what << "'");
-  MAMBARL_CHECK(device == "cpu" || device == "cuda", "bench: --device must be cpu or cuda, got '" << device << "'");
-  MAMBARL_CHECK(what == "e2e" || (env_backend.empty() && plot.empty()),
-                "bench " << what << ": --env-backend and --plot are for e2e only");
-  MAMBARL_CHECK(shape.empty() || (what == "train" && device == "cuda"),
-                "bench: --shape is for train --device cuda only");
-  if (env_backend.empty()) env_backend = device == "cuda" ? "both" : "cpu";
-  MAMBARL_CHECK(env_backend == "cpu" || env_backend == "cuda" || env_backend == "both",
-                "bench e2e: --env-backend must be cpu, cuda or both, got '" << env_backend << "'");
-  MAMBARL_CHECK(device == "cuda" || env_backend == "cpu",
-                "bench e2e: --env-backend " << env_backend << " needs --device cuda (GPU envs feed a GPU actor)");
+int run_bench(const BenchOptions& o, std::ostream& out) {
+  const std::string& what = o.what;
+  const std::string& device = o.device;
+  const int reps = o.reps;
+  // Which options apply to which bench, and their values, main.cpp's parser
+  // checked; what depends on two of them is checked here.
+  MAMBARL_USER_CHECK(o.shape.empty() || device == "cuda", "bench train: --shape is for --device cuda only");
+  const std::string env_backend = !o.env_backend.empty() ? o.env_backend : device == "cuda" ? "both" : "cpu";
+  MAMBARL_USER_CHECK(device == "cuda" || env_backend == "cpu",
+                     "bench e2e: --env-backend " << env_backend << " needs --device cuda (GPU envs feed a GPU actor)");
+  const std::string& plot = o.plot;
   std::vector<E2eResult> e2e;
   if (device == "cuda") {
 #if defined(MAMBARL_HAVE_CUDA)
@@ -364,60 +331,54 @@ int run_bench(int argc, char** argv, std::ostream& out) {
       // Actor and learner on the GPU; CPU envs step on one host thread (sync
       // mode), GPU envs inside the rollout graph. Built whole before printing:
       // a run that cannot use the GPU fails with no half-written JSON.
-      std::ostringstream json;
-      json << "{\"bench\":\"e2e\",\"device\":\"cuda\",\"mode\":\"sync\",\"env_backend\":\"" << env_backend
-           << "\",\"results\":[";
-      bool first = true;
-      if (env_backend != "cuda") emit_e2e(json, first, e2e, {1024, 4096, 16384}, "cuda", "cpu", reps ? reps : 12, 2);
-      if (env_backend != "cpu")
-        emit_e2e(json, first, e2e, {1024, 4096, 16384, 65536}, "cuda", "cuda", reps ? reps : 12, 2);
-      json << "],\n";
+      json report = {{"bench", "e2e"}, {"device", "cuda"}, {"mode", "sync"}, {"env_backend", env_backend}};
+      json& results = report["results"] = json::array();
       if (env_backend != "cuda")
-        json << "\"cpu_envs_65536\":\"left out: in sync mode one host thread steps every CPU env and copies "
-                "obs and actions through the GPU each step, so 65536 CPU envs measure that thread, not the "
-                "runner; GPU-resident envs are the path for that size\",\n";
-      json << "\"cpu_baseline\":[";
-      first = true;
+        for (json& r : run_e2e(e2e, {1024, 4096, 16384}, "cuda", "cpu", reps ? reps : 12, 2)) results.push_back(r);
+      if (env_backend != "cpu")
+        for (json& r : run_e2e(e2e, {1024, 4096, 16384, 65536}, "cuda", "cuda", reps ? reps : 12, 2))
+          results.push_back(r);
+      if (env_backend != "cuda")
+        report["cpu_envs_65536"] =
+            "left out: in sync mode one host thread steps every CPU env and copies obs and actions through the "
+            "GPU each step, so 65536 CPU envs measure that thread, not the runner; GPU-resident envs are the "
+            "path for that size";
       std::vector<E2eResult> baseline;
-      emit_e2e(json, first, baseline, {1024}, "cpu", "cpu", 4, 1);
-      json << "]";
+      report["cpu_baseline"] = run_e2e(baseline, {1024}, "cpu", "cpu", 4, 1);
       if (!plot.empty()) {
         plot_e2e(plot, e2e);
-        json << ",\"plot\":\"" << plot << "\"";
+        report["plot"] = plot;
       }
-      out << json.str() << "}" << std::endl;
+      print(out, report);
       return 0;
     }
     if (what == "rollout") out << bench_rollout_gpu_json(reps ? reps : 1000) << std::endl;
     else
-      out << bench_train_gpu_json(reps ? reps : 100, parse_train_shape(shape)) << std::endl;
+      out << bench_train_gpu_json(reps ? reps : 100, parse_train_shape(o.shape)) << std::endl;
     return 0;
 #else
     MAMBARL_FAIL("bench: this build has no CUDA engines (configure with -DMAMBARL_CUDA=ON where nvcc is present)");
 #endif
   }
-  out << "{\"bench\":\"" << what << "\",\"device\":\"cpu\",\"threads\":1,";
+  json report = {{"bench", what}, {"device", "cpu"}, {"threads", 1}};
   if (what == "rollout") {
     std::vector<Shape> shapes;
     for (const char* t : {"mamba1", "mamba3"})
       for (auto [B, D, L] : {std::tuple{64, 128, 2}, {1, 128, 3}, {64, 128, 3}, {1024, 128, 2}})
         shapes.push_back({t, B, D, L, 1});
-    emit_list(out, "results", shapes, [&](const Shape& s) { return bench_rollout_cpu(s, reps ? reps : 300); });
+    report["results"] = results_of(shapes, [&](const Shape& s) { return bench_rollout_cpu(s, reps ? reps : 300); });
   } else if (what == "train") {
     std::vector<Shape> shapes;
     for (const char* t : {"mamba1", "mamba3", "gru", "mlp"}) shapes.push_back({t, 64, 128, 2, 64});
-    emit_list(out, "results", shapes, [&](const Shape& s) { return bench_train_cpu(s, reps ? reps : 10); });
+    report["results"] = results_of(shapes, [&](const Shape& s) { return bench_train_cpu(s, reps ? reps : 10); });
   } else {
-    out << "\"results\":[";
-    bool first = true;
-    emit_e2e(out, first, e2e, {64}, "cpu", "cpu", reps ? reps : 8, 2);
-    out << "]";
+    report["results"] = run_e2e(e2e, {64}, "cpu", "cpu", reps ? reps : 8, 2);
     if (!plot.empty()) {
       plot_e2e(plot, e2e);
-      out << ",\"plot\":\"" << plot << "\"";
+      report["plot"] = plot;
     }
   }
-  out << "}" << std::endl;
+  print(out, report);
   return 0;
 }
 

@@ -1,8 +1,21 @@
-// `mambarl bench rollout|train|e2e|soak`: timings (or a soak report) printed as one JSON object.
+// `mambarl bench rollout|train|e2e`: timings printed as one JSON object.
+// (`bench soak` is tools/bench_soak.hpp; tools/main.cpp reads the options.)
 #pragma once
 
 #include <iosfwd>
+#include <string>
 
 namespace mambarl {
-int run_bench(int argc, char** argv, std::ostream& out);
-}
+
+struct BenchOptions {
+  std::string what;            // rollout | train | e2e
+  std::string device = "cpu";  // cpu | cuda
+  int reps = 0;                // 0: the bench's own default
+  std::string env_backend;     // e2e: cpu | cuda | both; empty: both with --device cuda, else cpu
+  std::string plot;            // e2e: an SVG of env-steps/s against num_envs; empty: none
+  std::string shape;           // train --device cuda: "TxBxDxL", one chunk shape; empty: the default ones
+};
+
+int run_bench(const BenchOptions& o, std::ostream& out);
+
+}  // namespace mambarl

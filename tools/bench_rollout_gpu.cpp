@@ -15,8 +15,8 @@
 #include "kernels/event_timing.cuh"
 #include "policy/cuda_graph.hpp"
 #include "policy/gpu_actor.hpp"
-#include "policy/json.hpp"
 #include "policy/policy_config.hpp"
+#include "policy/strict_json.hpp"
 #include "tools/bench_kernels_gpu.hpp"
 
 namespace mambarl {

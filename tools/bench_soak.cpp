@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
 #include <sstream>
@@ -31,23 +32,14 @@ namespace mambarl {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+// The report's fields in the order written (a json object would sort them).
+using json = nlohmann::ordered_json;
 
 // Growth allowed after warm-up before the verdict is "fail". Resident memory
 // moves by a few MB from allocator caching and page faults on buffers touched
 // late; a leak of even one small buffer per update exceeds these within minutes.
 constexpr double kMaxGrowthMb = 16.0;
 constexpr double kMaxSlopeMbPerMin = 2.0;
-
-const char* kUsage =
-    "usage: mambarl bench soak [config.yaml] [--minutes M] [--sample-s S] [--out plot.svg] [key=value ...]\n"
-    "  Runs the actor-learner loop in async mode for M minutes (default 10), sampling resident\n"
-    "  memory (/proc/self/statm) and, in a CUDA build with a device, device memory in use\n"
-    "  (cudaMemGetInfo; else null) every S seconds (default 5). The first half is warm-up; over\n"
-    "  the second half it reports the slope (MB/min) and max - min of each, and the most chunks\n"
-    "  ever queued for the learner against runtime.queue_size. Prints one JSON object with a\n"
-    "  pass/fail verdict (exit status 1 on fail) and writes an SVG plot of memory over time to\n"
-    "  --out (default soak.svg). Without a config: CartPole, mamba1 d_model 64 x 2 layers, 64 envs,\n"
-    "  2 actor threads. Overrides apply as in `mambarl train`; runtime.sync is forced to false.\n";
 
 const char* kDefaultConfig =
     "env: {type: cartpole, num_envs: 64}\n"
@@ -111,58 +103,16 @@ Growth growth_after(const std::vector<std::pair<double, double>>& ty, double fro
   return g;
 }
 
-std::string json_num(const std::optional<double>& v) {
-  if (!v) return "null";
-  std::ostringstream os;
-  os << *v;
-  return os.str();
-}
-
-std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    o += c;
-  }
-  return o + "\"";
-}
-
 }  // namespace
 
-int run_soak(int argc, char** argv, std::ostream& out) {
-  std::string config, plot = "soak.svg";
-  double minutes = 10, sample_s = 5;
-  std::vector<std::string> overrides;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto number = [&]() {
-      MAMBARL_CHECK(i + 1 < argc, "bench soak: " << a << " needs a value");
-      return std::stod(argv[++i]);
-    };
-    if (a == "--help" || a == "-h") {
-      out << kUsage;
-      return 0;
-    } else if (a == "--minutes") {
-      minutes = number();
-    } else if (a == "--sample-s") {
-      sample_s = number();
-    } else if (a == "--out") {
-      MAMBARL_CHECK(i + 1 < argc, "bench soak: --out needs a path");
-      plot = argv[++i];
-    } else if (is_override(a)) {
-      overrides.push_back(a);
-    } else if (config.empty() && a.rfind("--", 0) != 0) {
-      config = a;
-    } else {
-      MAMBARL_FAIL("bench soak: unexpected argument '" << a << "'");
-    }
-  }
-  MAMBARL_CHECK(minutes > 0 && std::isfinite(minutes), "bench soak: --minutes must be positive");
-  MAMBARL_CHECK(sample_s > 0 && std::isfinite(sample_s), "bench soak: --sample-s must be positive");
+int run_soak(const SoakOptions& o, std::ostream& out) {
+  const std::string& config = o.config;
+  const std::string& plot = o.plot;
+  const double minutes = o.minutes, sample_s = o.sample_s;
   const auto scratch = std::filesystem::temp_directory_path() / ("mambarl_soak_" + std::to_string(::getpid()));
   // User overrides first (an out_dir of theirs wins over the scratch dir), then what makes it a soak.
   std::vector<std::string> ovs{"runtime.out_dir=" + scratch.string()};
-  ovs.insert(ovs.end(), overrides.begin(), overrides.end());
+  ovs.insert(ovs.end(), o.overrides.begin(), o.overrides.end());
   ovs.push_back("runtime.sync=false");
   ovs.push_back("algo.total_env_steps=" + std::to_string(1LL << 50));
   const Experiment exp = config.empty() ? parse_experiment(kDefaultConfig, "<soak default>", ovs)
@@ -224,19 +174,32 @@ int run_soak(int argc, char** argv, std::ostream& out) {
                                 exp.section("policy").get<std::string>("type", "mamba1") + ", async",
                       "seconds", "memory (MB)", series);
 
-  out << "{\"bench\":\"soak\",\"config\":" << json_str(config.empty() ? "<default>" : config)
-      << ",\"minutes\":" << minutes << ",\"sample_s\":" << sample_s << ",\"actors\":" << exp.runtime.num_actors
-      << ",\"env_steps\":" << s.env_steps << ",\"wall_s\":" << s.wall_s << ",\n\"samples\":[";
-  for (size_t i = 0; i < samples.size(); ++i)
-    out << (i ? ",\n  " : "\n  ") << "{\"t_s\":" << samples[i].t_s << ",\"rss_mb\":" << samples[i].rss_mb
-        << ",\"device_mb\":" << json_num(samples[i].device_mb) << "}";
-  out << "],\n\"warmup_s\":" << warmup_s << ",\"rss_slope_mb_per_min\":" << gr.slope_mb_per_min
-      << ",\"rss_growth_mb\":" << gr.growth_mb
-      << ",\"device_slope_mb_per_min\":" << json_num(have_dev ? std::optional<double>(gd.slope_mb_per_min) : std::nullopt)
-      << ",\"device_growth_mb\":" << json_num(have_dev ? std::optional<double>(gd.growth_mb) : std::nullopt)
-      << ",\"limits\":{\"growth_mb\":" << kMaxGrowthMb << ",\"slope_mb_per_min\":" << kMaxSlopeMbPerMin << "}"
-      << ",\"queue_max\":" << s.queue_high_water << ",\"queue_bound\":" << s.queue_capacity
-      << ",\"plot\":" << json_str(plot) << ",\"verdict\":\"" << (pass ? "pass" : "fail") << "\"}" << std::endl;
+  const auto number_or_null = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  json samples_json = json::array();
+  for (const Sample& x : samples)
+    samples_json.push_back({{"t_s", x.t_s}, {"rss_mb", x.rss_mb}, {"device_mb", number_or_null(x.device_mb)}});
+  const json report = {
+      {"bench", "soak"},
+      {"config", config.empty() ? "<default>" : config},
+      {"minutes", minutes},
+      {"sample_s", sample_s},
+      {"actors", exp.runtime.num_actors},
+      {"env_steps", s.env_steps},
+      {"wall_s", s.wall_s},
+      {"samples", std::move(samples_json)},
+      {"warmup_s", warmup_s},
+      {"rss_slope_mb_per_min", gr.slope_mb_per_min},
+      {"rss_growth_mb", gr.growth_mb},
+      {"device_slope_mb_per_min", number_or_null(have_dev ? std::optional(gd.slope_mb_per_min) : std::nullopt)},
+      {"device_growth_mb", number_or_null(have_dev ? std::optional(gd.growth_mb) : std::nullopt)},
+      {"limits", {{"growth_mb", kMaxGrowthMb}, {"slope_mb_per_min", kMaxSlopeMbPerMin}}},
+      {"queue_max", s.queue_high_water},
+      {"queue_bound", s.queue_capacity},
+      {"plot", plot},
+      {"verdict", pass ? "pass" : "fail"},
+  };
+  // A path that is not UTF-8 is shown with U+FFFD rather than failing a finished soak.
+  out << report.dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
   return pass ? 0 : 1;
 }
 

@@ -4,7 +4,8 @@
 # outside the distribution's package archive.
 set -euo pipefail
 # clang-14 + libclang-rt-14-dev: libFuzzer and its sanitizer runtimes (tools/fuzz.sh).
-packages=(cmake ninja-build g++ libeigen3-dev libyaml-cpp-dev libboost-test-dev clang-14 libclang-rt-14-dev)
+packages=(cmake ninja-build g++ libeigen3-dev libyaml-cpp-dev libboost-test-dev libcli11-dev nlohmann-json3-dev
+  clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

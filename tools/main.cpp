@@ -1,5 +1,11 @@
 // mambarl: the command-line runner (train, eval, bench, export, sweep, plot).
-#include <cstring>
+//
+// The one place the command line is defined: CLI11 reads every subcommand's
+// arguments into the option structs the commands take (TrainOptions,
+// EvalOptions, BenchOptions, SoakOptions, SweepOptions, PlotOptions), checking each value's
+// type and range, and writes --help from the same definitions. Usage errors
+// exit 2, a command that fails exits 1.
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -7,6 +13,7 @@
 #include "kernels/check.hpp"
 #include "kernels/config_node.hpp"
 #include "tools/bench.hpp"
+#include "tools/bench_soak.hpp"
 #include "tools/cli_args.hpp"
 #include "tools/evaluate.hpp"
 #include "tools/export.hpp"
@@ -18,84 +25,81 @@
 
 namespace {
 
-const char* kUsage =
-    "usage: mambarl <command> [args]\n"
-    "commands:\n"
-    "  train <config.yaml> [key=value | ~key ...] [--resume [checkpoint] | --force]\n"
-    "        train the experiment; dotted overrides like policy.d_model=128 runtime.out_dir=runs/x,\n"
-    "        deletions like ~policy.d_state\n"
-    "  eval <checkpoint> [--episodes N] [--deterministic] [--render] [--seed S] [key=value ...]\n"
-    "  eval <weights.safetensors> --config <config.yaml> [...]\n"
-    "        run a trained checkpoint, or exported weights in an experiment's env, on fresh envs\n"
-    "  bench rollout|train|e2e [--device cpu|cuda] [...]   print one JSON object of timings\n"
-    "  bench soak [config.yaml] [--minutes M] [...]   memory over a long async run: JSON + SVG plot\n"
-    "  export <checkpoint> <out.safetensors>\n"
-    "        write the weights alone (no optimizer or runner state) for PyTorch / HF tooling\n"
-    "        and `mambarl eval --config`; the output may not be the checkpoint itself\n"
-    "  sweep <sweep.yaml> [--jobs N] [--out DIR] [--dry-run] [key=value ...]\n"
-    "        train a grid of configs x seeds; write runs.csv, results.md and learning-curve plots\n"
-    "  plot <run_dir>... --out <file.svg> [--metric COLUMN]\n"
-    "        overlay several runs' curves in one SVG, one labelled line per run folder\n"
-    "each command answers --help\n";
+// For ->check() on the override positionals.
+const CLI::Validator kOverride(
+    [](std::string& word) -> std::string {
+      return mambarl::is_override(word)
+                 ? ""
+                 : "expected an override: key=value (algo.lr=1e-3) or ~key (~policy.d_state), got '" + word + "'";
+    },
+    "");
 
-bool wants_help(int argc, char** argv) {
-  for (int i = 2; i < argc; ++i)
-    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) return true;
-  return false;
+const char* const kOverridesHelp =
+    "dotted overrides of the experiment's keys: key=value (algo.lr=1e-3, runtime.out_dir=runs/x) sets one, "
+    "~key (~policy.d_state, e.g. after policy.type=gru on a mamba1 config) deletes one";
+
+CLI::Option* add_overrides(CLI::App& cmd, std::vector<std::string>& overrides) {
+  return cmd.add_option("overrides", overrides, kOverridesHelp)->type_name("key=value|~key")->check(kOverride);
 }
 
-int cmd_train(int argc, char** argv) {
-  if (wants_help(argc, argv) || argc < 3) {
-    std::cout << "usage: mambarl train <config.yaml> [key=value ...] [--resume [checkpoint] | --force]\n"
-                 "  Trains the experiment. Overrides use dotted keys (env.num_envs=32, algo.lr=1e-3,\n"
-                 "  runtime.out_dir=runs/x); ~key deletes a key (~policy.d_state, e.g. after\n"
-                 "  policy.type=gru on a mamba1 config). Writes <out_dir>/metrics.csv, curve.svg,\n"
-                 "  config.yaml and checkpoint.safetensors; --resume continues from the checkpoint\n"
-                 "  (bit-exact in sync mode). An out_dir that holds an earlier run's checkpoint or\n"
-                 "  metrics is refused unless --resume continues it or --force replaces it (removing\n"
-                 "  its files first). Ctrl-C (SIGINT) or SIGTERM stops after the update in flight,\n"
-                 "  writing the checkpoint, metrics and curve, and exits 130 / 143; a second Ctrl-C\n"
-                 "  exits at once.\n"
-                 "  Ends with: final mean_return=<x> env_steps=<n> wall_s=<s>\n";
-    return argc < 3 ? 2 : 0;
-  }
+struct TrainCommand {
+  std::string config;
   std::vector<std::string> overrides;
   mambarl::TrainOptions opts;
-  for (int i = 3; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--resume") {
-      opts.resume = true;
-      if (i + 1 < argc && !mambarl::is_override(argv[i + 1]) && std::strncmp(argv[i + 1], "--", 2) != 0)
-        opts.resume_from = argv[++i];
-    } else if (a == "--force") {
-      opts.force = true;
-    } else if (mambarl::is_override(a)) {
-      overrides.push_back(a);
-    } else {
-      std::cerr << "mambarl train: unexpected argument '" << a
-                << "' (overrides look like key=value, deletions like ~key)\n";
-      return 2;
-    }
+  CLI::Option* overrides_opt = nullptr;
+  CLI::Option* resume_opt = nullptr;
+};
+
+CLI::App* add_train(CLI::App& app, TrainCommand& c) {
+  CLI::App* cmd = app.add_subcommand("train", "train the experiment of a config file");
+  cmd->add_option("config", c.config, "the experiment (YAML)")->required()->type_name("config.yaml");
+  c.overrides_opt = add_overrides(*cmd, c.overrides);
+  c.resume_opt = cmd->add_option("--resume", c.opts.resume_from,
+                                 "continue the run in out_dir from its checkpoint, or from the checkpoint "
+                                 "given (bit-exact in sync mode)")
+                     ->expected(0, 1)
+                     ->type_name("[checkpoint]");
+  cmd->add_flag("--force", c.opts.force, "replace an earlier run in out_dir, removing its files first")
+      ->excludes(c.resume_opt);
+  cmd->footer(
+      "Writes <out_dir>/metrics.csv, curve.svg, config.yaml and checkpoint.safetensors. An out_dir that\n"
+      "holds an earlier run's checkpoint or metrics is refused unless --resume continues it or --force\n"
+      "replaces it. Ctrl-C (SIGINT) or SIGTERM stops after the update in flight, writing the checkpoint,\n"
+      "metrics and curve, and exits 130 / 143; a second Ctrl-C exits at once.\n"
+      "Ends with: final mean_return=<x> env_steps=<n> wall_s=<s>");
+  return cmd;
+}
+
+// --resume takes an optional checkpoint, and CLI11 gives it the next word
+// whatever that is: an override there (`--resume algo.lr=1e-3`) goes back
+// among the others, at its place on the command line (later overrides win).
+void reclaim_override_from_resume(const CLI::App& cmd, TrainCommand& c) {
+  if (!mambarl::is_override(c.opts.resume_from)) return;
+  size_t before = 0;  // overrides given before --resume
+  for (const CLI::Option* o : cmd.parse_order()) {
+    if (o == c.resume_opt) break;
+    if (o == c.overrides_opt) ++before;
   }
-  if (opts.resume && opts.force) {
-    std::cerr << "mambarl train: --resume continues the run in out_dir and --force replaces it: give one\n";
-    return 2;
-  }
-  const auto exp = mambarl::load_experiment(argv[2], overrides);
+  c.overrides.insert(c.overrides.begin() + static_cast<std::ptrdiff_t>(before), c.opts.resume_from);
+  c.opts.resume_from.clear();
+}
+
+int run_train(int argc, char** argv, const TrainCommand& c) {
+  const auto exp = mambarl::load_experiment(c.config, c.overrides);
   const mambarl::StopOnSignals stop_on_signals;
-  const auto s = mambarl::run_training(exp, opts, std::cout);
-  std::cout << "learning curve: " << s.curve << "\ncheckpoint: " << s.checkpoint
-            << "\nmetrics: " << s.metrics << "\n";
-  std::cout << "final mean_return=" << s.mean_return << " env_steps=" << s.env_steps
-            << " wall_s=" << s.wall_s << std::endl;
+  const auto s = mambarl::run_training(exp, c.opts, std::cout);
+  std::cout << "learning curve: " << s.curve << "\ncheckpoint: " << s.checkpoint << "\nmetrics: " << s.metrics
+            << "\n";
+  std::cout << "final mean_return=" << s.mean_return << " env_steps=" << s.env_steps << " wall_s=" << s.wall_s
+            << std::endl;
   if (s.stopped_by_signal == 0) return 0;
   // The same command with --resume (and without --force) continues the run.
   // (--resume <checkpoint> is dropped too: the run's own checkpoint is newer.)
-  std::vector<std::string> again{argv[0], "train"};
-  for (int i = 2; i < argc; ++i) {
+  std::vector<std::string> again{argv[0]};
+  for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--resume" && !opts.resume_from.empty() && i + 1 < argc && opts.resume_from == argv[i + 1]) ++i;
-    else if (a != "--force" && a != "--resume") again.push_back(a);
+    if (a == "--resume" && !c.opts.resume_from.empty() && i + 1 < argc && c.opts.resume_from == argv[i + 1]) ++i;
+    else if (a != "--force" && a != "--resume" && a.rfind("--resume=", 0) != 0) again.push_back(a);
   }
   again.push_back("--resume");
   std::cout << mambarl::kInterruptedLine << mambarl::signal_name(s.stopped_by_signal) << " at update " << s.update
@@ -104,109 +108,202 @@ int cmd_train(int argc, char** argv) {
   return 128 + s.stopped_by_signal;
 }
 
-int cmd_eval(int argc, char** argv) {
-  if (wants_help(argc, argv) || argc < 3) {
-    std::cout << "usage: mambarl eval <checkpoint> [options] [key=value ...]\n"
-                 "       mambarl eval <weights.safetensors> --config <config.yaml> [options] [key=value ...]\n"
-                 "  Runs a trained policy on one fresh env, on the CPU, and prints each episode's return\n"
-                 "  and length, then: eval mean_return=<x> episodes=<n>.\n"
-                 "  A checkpoint of `mambarl train` carries its experiment; weights written by\n"
-                 "  `mambarl export` need --config, whose env is used and whose policy section must\n"
-                 "  agree with the weights (keys it leaves out come from the weights).\n"
-                 "  --episodes N      episodes to run, a whole number >= 1 (default 10)\n"
-                 "  --seed S          env reset and sampling seed, a whole number >= 0 (default 12345)\n"
-                 "  --deterministic   greedy actions: argmax of the logits / the Gaussian's mean\n"
-                 "  --render          per step: the env's text frame, the action, the reward and\n"
-                 "                    the episode's return so far\n"
-                 "  --config FILE     the experiment for exported weights\n";
-    return argc < 3 ? 2 : 0;
-  }
-  mambarl::EvalOptions o;
-  o.weights = argv[2];
-  for (int i = 3; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw mambarl::UsageError(a + ": expected a value after it");
-      return argv[++i];
-    };
-    if (a == "--episodes") o.episodes = mambarl::parse_whole_number(a, value(), 1);
-    else if (a == "--seed") o.seed = mambarl::parse_whole_number<uint64_t>(a, value(), 0);
-    else if (a == "--config") o.config = value();
-    else if (a == "--render") o.render = true;
-    else if (a == "--deterministic") o.deterministic = true;
-    else if (mambarl::is_override(a)) o.overrides.push_back(a);
-    else throw mambarl::UsageError("unexpected argument '" + a + "' (see mambarl eval --help)");
-  }
-  mambarl::run_evaluation(o, std::cout);
-  return 0;
+CLI::App* add_eval(CLI::App& app, mambarl::EvalOptions& o) {
+  CLI::App* cmd = app.add_subcommand("eval", "run a trained checkpoint, or exported weights, on a fresh env");
+  cmd->add_option("weights", o.weights,
+                  "a checkpoint of `mambarl train`, which carries its experiment, or weights written by "
+                  "`mambarl export`, which need --config")
+      ->required()
+      ->type_name("checkpoint|weights.safetensors");
+  add_overrides(*cmd, o.overrides);
+  cmd->add_option("--episodes", o.episodes, "episodes to run, >= 1")->transform(mambarl::whole_number(1))
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed, "env reset and sampling seed, >= 0")
+      ->transform(mambarl::whole_number<uint64_t>(0))
+      ->capture_default_str();
+  cmd->add_flag("--deterministic", o.deterministic, "greedy actions: argmax of the logits / the Gaussian's mean");
+  cmd->add_flag("--render", o.render,
+                "per step: the env's text frame, the action, the reward and the episode's return so far");
+  cmd->add_option("--config", o.config,
+                  "the experiment for exported weights: its env is used, and its policy section must agree "
+                  "with the weights (keys it leaves out come from the weights)")
+      ->type_name("config.yaml");
+  cmd->footer(
+      "Runs on the CPU, one env, and prints each episode's return and length, then:\n"
+      "eval mean_return=<x> episodes=<n>");
+  return cmd;
 }
 
-int cmd_export(int argc, char** argv) {
-  if (wants_help(argc, argv) || argc != 4) {
-    std::cout << "usage: mambarl export <checkpoint> <out.safetensors>\n"
-                 "  Writes the policy weights alone, under their model names\n"
-                 "  (layers.0.mixer.in_proj.weight, ...), with the policy config as metadata;\n"
-                 "  run them with mambarl eval <out.safetensors> --config <config.yaml>.\n"
-                 "  An output that is the checkpoint itself (same path, a link to it) is refused.\n";
-    return argc != 4 ? 2 : 0;
-  }
-  mambarl::export_weights(argv[2], argv[3]);
-  std::cout << "wrote " << argv[3] << "\n";
-  return 0;
+struct ExportCommand {
+  std::string checkpoint, out;
+};
+
+CLI::App* add_export(CLI::App& app, ExportCommand& c) {
+  CLI::App* cmd = app.add_subcommand("export", "write a checkpoint's policy weights alone (for PyTorch / HF tools)");
+  cmd->add_option("checkpoint", c.checkpoint, "a checkpoint of `mambarl train`")->required();
+  cmd->add_option("out", c.out, "the weights file to write; not the checkpoint itself (same path, a link to it)")
+      ->required()
+      ->type_name("out.safetensors");
+  cmd->footer(
+      "Writes the weights under their model names (layers.0.mixer.in_proj.weight, ...), with the policy\n"
+      "config as metadata, and no optimizer or runner state; run them with\n"
+      "mambarl eval <out.safetensors> --config <config.yaml>.");
+  return cmd;
 }
 
-int cmd_plot(int argc, char** argv) {
-  if (wants_help(argc, argv) || argc < 3) {
-    std::cout << "usage: mambarl plot <run_dir>... --out <file.svg> [--metric COLUMN]\n"
-                 "  Draws each run's metric against env steps in one SVG, one colour per run and a\n"
-                 "  legend labelled with the run folders' names. A run folder is a train run's\n"
-                 "  runtime.out_dir (it holds metrics.csv or metrics.jsonl).\n"
-                 "  --out FILE       the SVG to write (required)\n"
-                 "  --metric COLUMN  a column of the metrics file (default mean_return; others:\n"
-                 "                   max_return, loss, entropy, approx_kl, steps_per_s, ...)\n";
-    return argc < 3 ? 2 : 0;
-  }
-  mambarl::PlotOptions o;
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw mambarl::UsageError(a + ": expected a value after it");
-      return argv[++i];
-    };
-    if (a == "--out") o.out = value();
-    else if (a == "--metric") o.metric = value();
-    else if (a.rfind("--", 0) == 0) throw mambarl::UsageError("unknown option '" + a + "' (see mambarl plot --help)");
-    else o.run_dirs.push_back(a);
-  }
-  if (o.out.empty()) throw mambarl::UsageError("--out <file.svg> is required");
-  if (o.run_dirs.empty()) throw mambarl::UsageError("no run folder given (see mambarl plot --help)");
-  mambarl::plot_runs(o);
-  std::cout << "wrote " << o.out << "\n";
-  return 0;
+// `bench rollout|train|e2e|soak`: one subcommand each, sharing `o` but soak.
+CLI::App* add_bench(CLI::App& app, mambarl::BenchOptions& o, mambarl::SoakOptions& soak) {
+  CLI::App* bench = app.add_subcommand("bench", "time the engines or the runner; print one JSON object");
+  bench->require_subcommand(1);
+  const auto add = [&](const char* what, const char* help) {
+    CLI::App* cmd = bench->add_subcommand(what, help);
+    cmd->add_option("--device", o.device, "where actor and learner run")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
+    cmd->add_option("--reps", o.reps, "repetitions, >= 1 (e2e: updates per run); default: the bench's own")
+        ->transform(mambarl::whole_number(1));
+    return cmd;
+  };
+  add("rollout",
+      "the T=1 actor step: us/step and heap allocations per step (--device cuda: the GPU actor's graph)");
+  add("train",
+      "chunk forward, forward+backward and the whole PPO update (ms; --device cuda: the GPU learner's "
+      "captured update, graph and eager, for every policy with a GPU engine)")
+      ->add_option("--shape", o.shape,
+                   "--device cuda: one chunk of T steps x B envs, d_model D, L layers instead of the default "
+                   "three shapes")
+      ->type_name("TxBxDxL");
+  CLI::App* e2e = add("e2e",
+                      "the training runner end to end, sync mode: env-steps/s over the whole run and in the "
+                      "steady state after warm-up, for cartpole and stateless_cartpole x mamba1 and mamba3 "
+                      "(d_model 64, 2 layers)");
+  e2e->add_option("--env-backend", o.env_backend,
+                  "--device cuda: CPU envs at 1024/4096/16384, GPU-resident envs at 1024/4096/16384/65536, "
+                  "or both (the default), beside the all-CPU runner at 1024")
+      ->check(CLI::IsMember({"cpu", "cuda", "both"}));
+  e2e->add_option("--plot", o.plot, "an SVG of env-steps/s against num_envs, one line per series")
+      ->type_name("FILE.svg");
+  e2e->footer("overlap_envs in the JSON: whether CPU envs stepped in two halves beside the actor step, as "
+              "runtime.overlap_envs: auto does for GPU actors.");
+
+  CLI::App* cmd = bench->add_subcommand(
+      "soak", "the async actor-learner loop for minutes: memory over time, a pass/fail verdict, an SVG plot");
+  // The config is optional before the overrides: a word goes to it only if it is no override.
+  cmd->validate_positionals();
+  cmd->add_option("config", soak.config,
+                  "the experiment (default: CartPole, mamba1 d_model 64 x 2 layers, 64 envs, 2 actor threads)")
+      ->type_name("config.yaml")
+      ->check(CLI::Validator(
+          [](std::string& word) -> std::string {
+            return mambarl::is_override(word) ? "an override, not a config file" : "";
+          },
+          ""));
+  add_overrides(*cmd, soak.overrides);
+  cmd->add_option("--minutes", soak.minutes, "how long to run, > 0")->check(mambarl::positive_number())
+      ->capture_default_str();
+  cmd->add_option("--sample-s", soak.sample_s, "seconds between memory samples, > 0")
+      ->check(mambarl::positive_number())
+      ->capture_default_str();
+  cmd->add_option("--out", soak.plot, "the SVG plot of memory over time")->capture_default_str();
+  cmd->footer(
+      "Samples resident memory (/proc/self/statm) and, in a CUDA build with a device, device memory in\n"
+      "use (cudaMemGetInfo; else null). The first half is warm-up; over the second half it reports the\n"
+      "slope (MB/min) and max - min of each, and the most chunks ever queued for the learner against\n"
+      "runtime.queue_size. Exit status 1 when the verdict is fail. runtime.sync is forced to false.");
+  return bench;
+}
+
+CLI::App* add_sweep(CLI::App& app, mambarl::SweepOptions& o) {
+  CLI::App* cmd = app.add_subcommand("sweep", "train a grid of configs x seeds; write runs.csv, results.md, plots");
+  cmd->add_option("file", o.file, "the sweep file")->required()->type_name("sweep.yaml");
+  add_overrides(*cmd, o.overrides)->description("overrides for every run, after the file's");
+  cmd->add_option("--jobs", o.jobs, "runs at a time, 1 to 4096 (wins over the file's jobs:)")
+      ->transform(mambarl::whole_number(1, 4096));
+  cmd->add_option("--out", o.out_dir, "the sweep's folder (wins over the file's out_dir:)")->type_name("DIR");
+  cmd->add_flag("--dry-run", o.dry_run, "print the runs' commands, one per line");
+  cmd->add_flag("--resume", o.resume,
+                "keep the runs of an earlier, stopped sweep into the same folder whose train.log ends with "
+                "its final line, and run the rest");
+  cmd->footer(
+      "Each run is a child `mambarl train <config> runtime.seed=S runtime.out_dir=<out>/<run> <overrides>`\n"
+      "whose output goes to <out>/<run>/train.log. Then writes <out>/runs.csv (one row per run),\n"
+      "<out>/results.md (per env and policy: mean [min, max] of the final return over seeds) and\n"
+      "<out>/<env>.svg (learning curves: mean over seeds, min-max band). A failed run fails the sweep\n"
+      "(exit 1): runs in flight finish, no new ones start.\n"
+      "Sweep file (YAML):\n"
+      "  configs: [configs/cartpole_mlp.yaml, \"configs/popgym/*.yaml\"]   # paths or glob patterns\n"
+      "  seeds: [1, 2, 3]\n"
+      "  grid: {env.difficulty: [easy, medium, hard]}   # optional: every combination\n"
+      "  overrides: [algo.total_env_steps=200000]       # optional: for every run\n"
+      "  jobs: 4                  # optional (default: the number of cores)\n"
+      "  random_floor: true       # optional (default false): a uniformly random policy per env\n"
+      "  out_dir: runs/sweep      # optional (default runs/sweep)");
+  return cmd;
+}
+
+CLI::App* add_plot(CLI::App& app, mambarl::PlotOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "plot", "overlay several runs' curves in one SVG: each run's metric against env steps, one labelled "
+              "line per run folder (a train run's runtime.out_dir, holding metrics.csv or metrics.jsonl)");
+  cmd->add_option("run_dirs", o.run_dirs, "the run folders, in legend order")->required()->type_name("RUN_DIR");
+  cmd->add_option("--out", o.out, "the SVG to write")->required()->type_name("FILE.svg");
+  cmd->add_option("--metric", o.metric,
+                  "a column of the metrics files (default mean_return; others: max_return, loss, entropy, "
+                  "approx_kl, steps_per_s, ...)")
+      ->type_name("COLUMN");
+  return cmd;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::cout << kUsage;
-    return argc < 2 ? 2 : 0;
-  }
-  const std::string cmd = argv[1];
+  CLI::App app("mambarl: Mamba SSM policies for reinforcement learning", "mambarl");
+  app.require_subcommand(1);
+  app.footer("Each command answers --help.");
+  TrainCommand train;
+  mambarl::EvalOptions eval;
+  ExportCommand exp;
+  mambarl::BenchOptions bench;
+  mambarl::SoakOptions soak;
+  mambarl::SweepOptions sweep;
+  mambarl::PlotOptions plot;
+  CLI::App* train_cmd = add_train(app, train);
+  CLI::App* eval_cmd = add_eval(app, eval);
+  CLI::App* export_cmd = add_export(app, exp);
+  CLI::App* bench_cmd = add_bench(app, bench, soak);
+  CLI::App* sweep_cmd = add_sweep(app, sweep);
+  CLI::App* plot_cmd = add_plot(app, plot);
+  if (const auto status = mambarl::parse_command_line(app, argc, argv)) return *status;
+
+  CLI::App* const cmd = app.get_subcommands().front();
   try {
-    if (cmd == "train") return cmd_train(argc, argv);
-    if (cmd == "eval") return cmd_eval(argc, argv);
-    if (cmd == "bench") return mambarl::run_bench(argc - 2, argv + 2, std::cout);
-    if (cmd == "export") return cmd_export(argc, argv);
-    if (cmd == "sweep") return mambarl::run_sweep(argc, argv, std::cout);
-    if (cmd == "plot") return cmd_plot(argc, argv);
-    std::cerr << "mambarl: unknown command '" << cmd << "'\n" << kUsage;
-    return 2;
-  } catch (const mambarl::UsageError& e) {
-    std::cerr << "mambarl " << cmd << ": " << e.what() << std::endl;
-    return 2;
+    if (cmd == train_cmd) {
+      reclaim_override_from_resume(*cmd, train);
+      train.opts.resume = train.resume_opt->count() > 0;
+      return run_train(argc, argv, train);
+    }
+    if (cmd == eval_cmd) {
+      mambarl::run_evaluation(eval, std::cout);
+      return 0;
+    }
+    if (cmd == export_cmd) {
+      mambarl::export_weights(exp.checkpoint, exp.out);
+      std::cout << "wrote " << exp.out << "\n";
+      return 0;
+    }
+    if (cmd == bench_cmd) {
+      bench.what = cmd->get_subcommands().front()->get_name();
+      return bench.what == "soak" ? mambarl::run_soak(soak, std::cout) : mambarl::run_bench(bench, std::cout);
+    }
+    if (cmd == sweep_cmd) return mambarl::run_sweep(sweep, std::vector<std::string>(argv, argv + argc), std::cout);
+    if (cmd == plot_cmd) {
+      mambarl::plot_runs(plot);
+      std::cout << "wrote " << plot.out << "\n";
+      return 0;
+    }
+    MAMBARL_FAIL("no command for '" << cmd->get_name() << "'");
   } catch (const std::exception& e) {
-    std::cerr << "mambarl " << cmd << ": error: " << e.what() << std::endl;
+    std::cerr << "mambarl " << cmd->get_name() << ": error: " << e.what() << std::endl;
     return 1;
   }
 }

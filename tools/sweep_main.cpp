@@ -38,76 +38,6 @@ namespace mambarl {
 
 namespace {
 
-const char* kUsage =
-    "usage: mambarl sweep <sweep.yaml> [--jobs N] [--out DIR] [--dry-run] [--resume] [key=value ...]\n"
-    "  Trains every config of the sweep file once per grid point and seed, N runs at a time,\n"
-    "  each a child `mambarl train <config> runtime.seed=S runtime.out_dir=<out>/<run> <overrides>`\n"
-    "  whose output goes to <out>/<run>/train.log. Then writes <out>/runs.csv (one row per run),\n"
-    "  <out>/results.md (per env and policy: mean [min, max] of the final return over seeds) and\n"
-    "  <out>/<env>.svg (learning curves: mean over seeds, min-max band). key=value overrides apply\n"
-    "  to every run after the file's; --jobs and --out win over the file's jobs: and out_dir:;\n"
-    "  --dry-run prints the runs' commands, one per line. A failed run fails the sweep (exit 1):\n"
-    "  runs in flight finish, no new ones start. --resume keeps the runs of an earlier, stopped\n"
-    "  sweep into the same <out> whose train.log ends with its final line, and runs the rest.\n"
-    "  Sweep file (YAML):\n"
-    "    configs: [configs/cartpole_mlp.yaml, \"configs/popgym/*.yaml\"]   # paths or glob patterns\n"
-    "    seeds: [1, 2, 3]\n"
-    "    grid: {env.difficulty: [easy, medium, hard]}   # optional: every combination\n"
-    "    overrides: [algo.total_env_steps=200000]       # optional: for every run\n"
-    "    jobs: 4                  # optional (default: the number of cores)\n"
-    "    random_floor: true       # optional (default false): a uniformly random policy per env\n"
-    "    out_dir: runs/sweep      # optional (default runs/sweep)\n";
-
-struct Args {
-  std::string file, out_dir;
-  int jobs = 0;
-  bool dry_run = false;
-  bool resume = false;
-  std::vector<std::string> overrides;
-};
-
-// False (after saying why on stderr) when the command line is unusable.
-bool parse_args(int argc, char** argv, Args& a) {
-  for (int i = 2; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--jobs" || arg == "--out") {
-      if (i + 1 >= argc) {
-        std::cerr << "mambarl sweep: " << arg << " needs a value\n";
-        return false;
-      }
-      const std::string v = argv[++i];
-      if (arg == "--out") {
-        a.out_dir = v;
-        continue;
-      }
-      char* end = nullptr;
-      const long jobs = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || jobs < 1 || jobs > 4096) {
-        std::cerr << "mambarl sweep: --jobs " << v << ": expected a whole number in [1, 4096]\n";
-        return false;
-      }
-      a.jobs = static_cast<int>(jobs);
-    } else if (arg == "--dry-run") {
-      a.dry_run = true;
-    } else if (arg == "--resume") {
-      a.resume = true;
-    } else if (arg.rfind("-", 0) == 0) {
-      std::cerr << "mambarl sweep: unknown option '" << arg << "'\n";
-      return false;
-    } else if (is_override(arg)) {
-      a.overrides.push_back(arg);
-    } else if (a.file.empty()) {
-      a.file = arg;
-    } else {
-      std::cerr << "mambarl sweep: unexpected argument '" << arg
-                << "' (one sweep file; overrides look like key=value)\n";
-      return false;
-    }
-  }
-  if (a.file.empty()) std::cerr << "mambarl sweep: no sweep file given\n";
-  return !a.file.empty();
-}
-
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream ss;
@@ -304,17 +234,7 @@ std::string utc_now() {
 
 }  // namespace
 
-int run_sweep(int argc, char** argv, std::ostream& out) {
-  for (int i = 2; i < argc; ++i)
-    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-      out << kUsage;
-      return 0;
-    }
-  Args a;
-  if (!parse_args(argc, argv, a)) {
-    std::cerr << kUsage;
-    return 2;
-  }
+int run_sweep(const SweepOptions& a, const std::vector<std::string>& command_line, std::ostream& out) {
   const SweepSpec spec = load_sweep(a.file);
   const std::string out_dir = a.out_dir.empty() ? spec.out_dir : a.out_dir;
   const int jobs = a.jobs      ? a.jobs
@@ -326,8 +246,7 @@ int run_sweep(int argc, char** argv, std::ostream& out) {
     for (const SweepRun& run : runs) out << shell_command(train_argv(run, exe)) << "\n";
     return 0;
   }
-  std::vector<std::string> command(argv, argv + argc);
-  const std::string header = "Sweep of " + utc_now() + ": `" + shell_command(command) + "`";
+  const std::string header = "Sweep of " + utc_now() + ": `" + shell_command(command_line) + "`";
   fs::create_directories(out_dir);
   // The random floor first: quick, and a bad env setting stops the sweep before any run starts.
   const std::vector<RunResult> floor =

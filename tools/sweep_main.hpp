@@ -1,11 +1,24 @@
-// `mambarl sweep <sweep.yaml> [--jobs N] [--out DIR] [--dry-run] [key=value ...]`:
+// `mambarl sweep <sweep.yaml> [--jobs N] [--out DIR] [--dry-run] [--resume] [key=value ...]`:
 // runs a sweep's training runs as child processes, a few at a time, then
 // writes its report (tools/sweep.hpp, tools/sweep_report.hpp).
 #pragma once
 
 #include <iosfwd>
+#include <string>
+#include <vector>
 
 namespace mambarl {
-// argv[0] is the program and argv[1] "sweep"; the whole command line goes into results.md.
-int run_sweep(int argc, char** argv, std::ostream& out);
+
+struct SweepOptions {
+  std::string file;
+  std::string out_dir;  // empty: the file's out_dir
+  int jobs = 0;         // 0: the file's jobs, else the number of cores
+  bool dry_run = false;
+  bool resume = false;
+  std::vector<std::string> overrides;
+};
+
+// `command_line` (the whole argv) goes into results.md.
+int run_sweep(const SweepOptions& o, const std::vector<std::string>& command_line, std::ostream& out);
+
 }  // namespace mambarl
