@@ -1,6 +1,7 @@
 // mambarl: the command-line runner (train, eval, bench, export, sweep).
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "tools/cli_args.hpp"
 #include "tools/evaluate.hpp"
 #include "tools/export.hpp"
+#include "tools/ranks.hpp"
 #include "tools/stop_signals.hpp"
 #include "tools/sweep.hpp"
 #include "tools/sweep_main.hpp"
@@ -78,9 +80,25 @@ int cmd_train(int argc, char** argv) {
     std::cerr << "mambarl train: --resume continues the run in out_dir and --force replaces it: give one\n";
     return 2;
   }
-  const auto exp = mambarl::load_experiment(argv[2], overrides);
-  const mambarl::StopOnSignals stop_on_signals;
-  const auto s = mambarl::run_training(exp, opts, std::cout);
+  // Under mpirun -np N: rank 0 speaks (log and summary), the others are silent
+  // unless they fail; an error on any rank ends every rank, naming it.
+  const std::unique_ptr<mambarl::Ranks> ranks = mambarl::make_ranks();
+  opts.ranks = ranks.get();
+  std::ostream silent(nullptr);
+  std::ostream& out = ranks->is_root() ? std::cout : silent;
+  mambarl::TrainSummary s;
+  std::unique_ptr<mambarl::Experiment> exp;
+  try {
+    exp = std::make_unique<mambarl::Experiment>(mambarl::load_experiment(argv[2], overrides));
+    const mambarl::StopOnSignals stop_on_signals;
+    s = mambarl::run_training(*exp, opts, out);
+  } catch (const std::exception& e) {
+    if (ranks->size() == 1) throw;
+    std::cerr << "mambarl train: error on rank " << ranks->rank() << " of " << ranks->size() << ": " << e.what()
+              << std::endl;
+    ranks->abort(1);
+  }
+  if (!ranks->is_root()) return s.stopped_by_signal == 0 ? 0 : 128 + s.stopped_by_signal;
   std::cout << "learning curve: " << s.curve << "\ncheckpoint: " << s.checkpoint
             << "\nmetrics: " << s.metrics << "\n";
   std::cout << "final mean_return=" << s.mean_return << " env_steps=" << s.env_steps
@@ -96,7 +114,7 @@ int cmd_train(int argc, char** argv) {
   }
   again.push_back("--resume");
   std::cout << mambarl::kInterruptedLine << mambarl::signal_name(s.stopped_by_signal) << " at update " << s.update
-            << " (env_steps " << s.env_steps << " of algo.total_env_steps " << exp.algo.total_env_steps
+            << " (env_steps " << s.env_steps << " of algo.total_env_steps " << exp->algo.total_env_steps
             << "); continue with: " << mambarl::shell_command(again) << std::endl;
   return 128 + s.stopped_by_signal;
 }
