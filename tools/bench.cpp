@@ -22,6 +22,7 @@
 #include "tools/bench_train_gpu.hpp"
 #endif
 #include "tools/experiment.hpp"
+#include "tools/ranks.hpp"
 #include "tools/svg_plot.hpp"
 #include "tools/trainer.hpp"
 
@@ -190,22 +191,26 @@ struct E2eResult {
 // sync mode, for `updates` updates of chunk_len 32. Besides the whole run's
 // rate, the steady state: env steps per second between the end of update
 // `warmup` and the last one, which leaves out start-up (plugin load, model init, graph
-// captures, the first update's lazy CUDA setup).
+// captures, the first update's lazy CUDA setup). Under several data-parallel
+// ranks (`mpirun -np N mambarl bench e2e`), num_envs is split over them and
+// rank 0 also reports the gradient all-reduce's share of the learner's time;
+// the other ranks return an empty json.
 E2eResult bench_e2e(const std::string& env, const std::string& type, int num_envs, const std::string& device,
-                    const std::string& env_backend, int updates, int warmup) {
+                    const std::string& env_backend, int updates, int warmup, Ranks& ranks) {
   MAMBARL_CHECK(updates > warmup && warmup >= 1,
                 "bench e2e: need more updates (" << updates << ") than warm-up updates (" << warmup << ")");
   const auto dir = std::filesystem::temp_directory_path() /
                    ("mambarl_bench_" + env + "_" + type + "_" + device + "_" + env_backend + "_" +
                     std::to_string(num_envs));
-  // The run's folder goes whatever happens below (a failed check included).
+  // The run's folder goes whatever happens below (a failed check included);
+  // rank 0 writes it, and removes it.
   struct RemoveOnExit {
     std::filesystem::path p;
     ~RemoveOnExit() {
       std::error_code ec;
-      std::filesystem::remove_all(p, ec);
+      if (!p.empty()) std::filesystem::remove_all(p, ec);
     }
-  } cleanup{dir};
+  } cleanup{ranks.is_root() ? dir : std::filesystem::path()};
   constexpr int kChunk = 32;
   std::ostringstream y;
   y << "env: {type: " << env << ", num_envs: " << num_envs << ", backend: " << env_backend << "}\n"
@@ -218,7 +223,11 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
   std::ostringstream sink;
   TrainOptions opts;
   opts.force = true;  // the folder is the bench's own: one a killed bench left is replaced
+  opts.ranks = &ranks;
+  const double gradient_sum_before = ranks.gradient_sum_seconds();
   const TrainSummary s = run_training(exp, opts, sink);
+  const double gradient_sum_s = ranks.gradient_sum_seconds() - gradient_sum_before;
+  if (!ranks.is_root()) return E2eResult{};
   // A cuda run without a usable GPU falls back to the CPU: not what was asked to be measured.
   const bool on_gpu = sink.str().find(", device cuda (actors and learner),") != std::string::npos;
   MAMBARL_CHECK(device != "cuda" || on_gpu, "bench e2e --device cuda: the run did not train on the GPU:\n"
@@ -239,6 +248,8 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
     learn_s += rows[i].learn_s;
   }
   const double steady = static_cast<double>(rows.size()) - warmup;
+  double all_learn_s = 0;  // the gradient sums of every update happened inside these
+  for (const Progress& p : rows) all_learn_s += p.learn_s;
   std::ostringstream os;
   os << "{\"env\":\"" << env << "\",\"policy\":\"" << type << "\",\"device\":\"" << device
      << "\",\"env_backend\":\"" << env_backend << "\",\"num_envs\":" << num_envs
@@ -248,17 +259,23 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
      << ",\"steady_env_steps_per_s\":" << r.steady_env_steps_per_s
      << ",\"steady_collect_ms\":" << 1e3 * collect_s / steady
      << ",\"steady_learn_ms\":" << 1e3 * learn_s / steady
-     << ",\"overlap_envs\":" << (s.overlap_envs ? "true" : "false") << "}";
+     << ",\"overlap_envs\":" << (s.overlap_envs ? "true" : "false");
+  if (ranks.size() > 1)
+    os << ",\"ranks\":" << ranks.size() << ",\"gradient_allreduce_ms_per_update\":"
+       << 1e3 * gradient_sum_s / static_cast<double>(rows.size())
+       << ",\"gradient_allreduce_share_of_learn\":" << gradient_sum_s / all_learn_s;
+  os << "}";
   r.json = os.str();
   return r;
 }
 
 void emit_e2e(std::ostream& out, bool& first, std::vector<E2eResult>& results, const std::vector<int>& num_envs,
-              const std::string& device, const std::string& env_backend, int updates, int warmup) {
+              const std::string& device, const std::string& env_backend, int updates, int warmup,
+              Ranks& ranks) {
   for (int n : num_envs)
     for (const char* env : {"cartpole", "stateless_cartpole"})
       for (const char* t : {"mamba1", "mamba3"}) {
-        results.push_back(bench_e2e(env, t, n, device, env_backend, updates, warmup));
+        results.push_back(bench_e2e(env, t, n, device, env_backend, updates, warmup, ranks));
         out << (first ? "\n  " : ",\n  ") << results.back().json;
         first = false;
       }
@@ -299,6 +316,74 @@ std::vector<GpuTrainShape> parse_train_shape(const std::string& s) {
   return {t};
 }
 #endif
+
+// One bench after its arguments were checked; `out` is where this rank prints
+// (a silent stream on ranks other than 0).
+int bench_what(const std::string& what, const std::string& device, const std::string& env_backend,
+               const std::string& plot, const std::string& shape, int reps, Ranks& ranks, std::ostream& out) {
+  std::vector<E2eResult> e2e;
+  if (device == "cuda") {
+#if defined(MAMBARL_HAVE_CUDA)
+    if (what == "e2e") {
+      // Actor and learner on the GPU; CPU envs step on one host thread (sync
+      // mode), GPU envs inside the rollout graph. Built whole before printing:
+      // a run that cannot use the GPU fails with no half-written JSON.
+      std::ostringstream json;
+      json << "{\"bench\":\"e2e\",\"device\":\"cuda\",\"mode\":\"sync\",\"env_backend\":\"" << env_backend
+           << "\",\"results\":[";
+      bool first = true;
+      if (env_backend != "cuda") emit_e2e(json, first, e2e, {1024, 4096, 16384}, "cuda", "cpu", reps ? reps : 12, 2, ranks);
+      if (env_backend != "cpu")
+        emit_e2e(json, first, e2e, {1024, 4096, 16384, 65536}, "cuda", "cuda", reps ? reps : 12, 2, ranks);
+      json << "],\n";
+      if (env_backend != "cuda")
+        json << "\"cpu_envs_65536\":\"left out: in sync mode one host thread steps every CPU env and copies "
+                "obs and actions through the GPU each step, so 65536 CPU envs measure that thread, not the "
+                "runner; GPU-resident envs are the path for that size\",\n";
+      json << "\"cpu_baseline\":[";
+      first = true;
+      std::vector<E2eResult> baseline;
+      emit_e2e(json, first, baseline, {1024}, "cpu", "cpu", 4, 1, ranks);
+      json << "]";
+      if (!plot.empty()) {
+        plot_e2e(plot, e2e);
+        json << ",\"plot\":\"" << plot << "\"";
+      }
+      out << json.str() << "}" << std::endl;
+      return 0;
+    }
+    if (what == "rollout") out << bench_rollout_gpu_json(reps ? reps : 1000) << std::endl;
+    else
+      out << bench_train_gpu_json(reps ? reps : 100, parse_train_shape(shape)) << std::endl;
+    return 0;
+#else
+    MAMBARL_FAIL("bench: this build has no CUDA engines (configure with -DMAMBARL_CUDA=ON where nvcc is present)");
+#endif
+  }
+  out << "{\"bench\":\"" << what << "\",\"device\":\"cpu\",\"threads\":1,";
+  if (what == "rollout") {
+    std::vector<Shape> shapes;
+    for (const char* t : {"mamba1", "mamba3"})
+      for (auto [B, D, L] : {std::tuple{64, 128, 2}, {1, 128, 3}, {64, 128, 3}, {1024, 128, 2}})
+        shapes.push_back({t, B, D, L, 1});
+    emit_list(out, "results", shapes, [&](const Shape& s) { return bench_rollout_cpu(s, reps ? reps : 300); });
+  } else if (what == "train") {
+    std::vector<Shape> shapes;
+    for (const char* t : {"mamba1", "mamba3", "gru", "mlp"}) shapes.push_back({t, 64, 128, 2, 64});
+    emit_list(out, "results", shapes, [&](const Shape& s) { return bench_train_cpu(s, reps ? reps : 10); });
+  } else {
+    out << "\"results\":[";
+    bool first = true;
+    emit_e2e(out, first, e2e, {64}, "cpu", "cpu", reps ? reps : 8, 2, ranks);
+    out << "]";
+    if (!plot.empty() && ranks.is_root()) {
+      plot_e2e(plot, e2e);
+      out << ",\"plot\":\"" << plot << "\"";
+    }
+  }
+  out << "}" << std::endl;
+  return 0;
+}
 
 }  // namespace
 
@@ -357,68 +442,16 @@ int run_bench(int argc, char** argv, std::ostream& out) {
                 "bench e2e: --env-backend must be cpu, cuda or both, got '" << env_backend << "'");
   MAMBARL_CHECK(device == "cuda" || env_backend == "cpu",
                 "bench e2e: --env-backend " << env_backend << " needs --device cuda (GPU envs feed a GPU actor)");
-  std::vector<E2eResult> e2e;
-  if (device == "cuda") {
-#if defined(MAMBARL_HAVE_CUDA)
-    if (what == "e2e") {
-      // Actor and learner on the GPU; CPU envs step on one host thread (sync
-      // mode), GPU envs inside the rollout graph. Built whole before printing:
-      // a run that cannot use the GPU fails with no half-written JSON.
-      std::ostringstream json;
-      json << "{\"bench\":\"e2e\",\"device\":\"cuda\",\"mode\":\"sync\",\"env_backend\":\"" << env_backend
-           << "\",\"results\":[";
-      bool first = true;
-      if (env_backend != "cuda") emit_e2e(json, first, e2e, {1024, 4096, 16384}, "cuda", "cpu", reps ? reps : 12, 2);
-      if (env_backend != "cpu")
-        emit_e2e(json, first, e2e, {1024, 4096, 16384, 65536}, "cuda", "cuda", reps ? reps : 12, 2);
-      json << "],\n";
-      if (env_backend != "cuda")
-        json << "\"cpu_envs_65536\":\"left out: in sync mode one host thread steps every CPU env and copies "
-                "obs and actions through the GPU each step, so 65536 CPU envs measure that thread, not the "
-                "runner; GPU-resident envs are the path for that size\",\n";
-      json << "\"cpu_baseline\":[";
-      first = true;
-      std::vector<E2eResult> baseline;
-      emit_e2e(json, first, baseline, {1024}, "cpu", "cpu", 4, 1);
-      json << "]";
-      if (!plot.empty()) {
-        plot_e2e(plot, e2e);
-        json << ",\"plot\":\"" << plot << "\"";
-      }
-      out << json.str() << "}" << std::endl;
-      return 0;
-    }
-    if (what == "rollout") out << bench_rollout_gpu_json(reps ? reps : 1000) << std::endl;
-    else
-      out << bench_train_gpu_json(reps ? reps : 100, parse_train_shape(shape)) << std::endl;
-    return 0;
-#else
-    MAMBARL_FAIL("bench: this build has no CUDA engines (configure with -DMAMBARL_CUDA=ON where nvcc is present)");
-#endif
-  }
-  out << "{\"bench\":\"" << what << "\",\"device\":\"cpu\",\"threads\":1,";
-  if (what == "rollout") {
-    std::vector<Shape> shapes;
-    for (const char* t : {"mamba1", "mamba3"})
-      for (auto [B, D, L] : {std::tuple{64, 128, 2}, {1, 128, 3}, {64, 128, 3}, {1024, 128, 2}})
-        shapes.push_back({t, B, D, L, 1});
-    emit_list(out, "results", shapes, [&](const Shape& s) { return bench_rollout_cpu(s, reps ? reps : 300); });
-  } else if (what == "train") {
-    std::vector<Shape> shapes;
-    for (const char* t : {"mamba1", "mamba3", "gru", "mlp"}) shapes.push_back({t, 64, 128, 2, 64});
-    emit_list(out, "results", shapes, [&](const Shape& s) { return bench_train_cpu(s, reps ? reps : 10); });
-  } else {
-    out << "\"results\":[";
-    bool first = true;
-    emit_e2e(out, first, e2e, {64}, "cpu", "cpu", reps ? reps : 8, 2);
-    out << "]";
-    if (!plot.empty()) {
-      plot_e2e(plot, e2e);
-      out << ",\"plot\":\"" << plot << "\"";
-    }
-  }
-  out << "}" << std::endl;
-  return 0;
+  // `mpirun -np N mambarl bench e2e` (CPU) trains as N ranks; rank 0 prints.
+  // The other benches time one process.
+  MAMBARL_USER_CHECK(launched_ranks() == 1 || (what == "e2e" && device == "cpu"),
+                     "bench " << what << (device == "cuda" ? " --device cuda" : "")
+                              << ": runs in one process; only `bench e2e` on the CPU runs under mpirun");
+  const std::unique_ptr<Ranks> ranks = make_ranks();
+  std::ostream silent(nullptr);
+  return on_every_rank(*ranks, "bench", [&] {
+    return bench_what(what, device, env_backend, plot, shape, reps, *ranks, ranks->is_root() ? out : silent);
+  });
 }
 
 }  // namespace mambarl

@@ -86,18 +86,9 @@ int cmd_train(int argc, char** argv) {
   opts.ranks = ranks.get();
   std::ostream silent(nullptr);
   std::ostream& out = ranks->is_root() ? std::cout : silent;
-  mambarl::TrainSummary s;
-  std::unique_ptr<mambarl::Experiment> exp;
-  try {
-    exp = std::make_unique<mambarl::Experiment>(mambarl::load_experiment(argv[2], overrides));
-    const mambarl::StopOnSignals stop_on_signals;
-    s = mambarl::run_training(*exp, opts, out);
-  } catch (const std::exception& e) {
-    if (ranks->size() == 1) throw;
-    std::cerr << "mambarl train: error on rank " << ranks->rank() << " of " << ranks->size() << ": " << e.what()
-              << std::endl;
-    ranks->abort(1);
-  }
+  const auto exp = mambarl::on_every_rank(*ranks, "train", [&] { return mambarl::load_experiment(argv[2], overrides); });
+  const mambarl::StopOnSignals stop_on_signals;
+  const auto s = mambarl::on_every_rank(*ranks, "train", [&] { return mambarl::run_training(exp, opts, out); });
   if (!ranks->is_root()) return s.stopped_by_signal == 0 ? 0 : 128 + s.stopped_by_signal;
   std::cout << "learning curve: " << s.curve << "\ncheckpoint: " << s.checkpoint
             << "\nmetrics: " << s.metrics << "\n";
@@ -114,7 +105,7 @@ int cmd_train(int argc, char** argv) {
   }
   again.push_back("--resume");
   std::cout << mambarl::kInterruptedLine << mambarl::signal_name(s.stopped_by_signal) << " at update " << s.update
-            << " (env_steps " << s.env_steps << " of algo.total_env_steps " << exp->algo.total_env_steps
+            << " (env_steps " << s.env_steps << " of algo.total_env_steps " << exp.algo.total_env_steps
             << "); continue with: " << mambarl::shell_command(again) << std::endl;
   return 128 + s.stopped_by_signal;
 }

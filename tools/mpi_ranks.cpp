@@ -3,7 +3,6 @@
 // collective ends the whole job rather than leaving ranks waiting on each other.
 #include <mpi.h>
 
-#include <cstdlib>
 #include <limits>
 
 #include "kernels/check.hpp"
@@ -51,12 +50,9 @@ class MpiRanks final : public Ranks {
     return split(all, sizes, at);
   }
 
-  [[noreturn]] void abort(int exit_code) override {
-    MPI_Abort(MPI_COMM_WORLD, exit_code);
-    std::_Exit(exit_code);  // MPI_Abort does not return; this is for the compiler
-  }
-
  private:
+  void end_every_rank(int exit_code) override { MPI_Abort(MPI_COMM_WORLD, exit_code); }
+
   static int count(size_t n) {
     MAMBARL_CHECK(n <= static_cast<size_t>(std::numeric_limits<int>::max()),
                   "MPI message of " << n << " elements: more than MPI's int counts hold");

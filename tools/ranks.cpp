@@ -1,5 +1,6 @@
 #include "tools/ranks.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -21,7 +22,7 @@ class OneProcess final : public Ranks {
   void sum(float*, size_t) override {}
   std::vector<std::vector<uint8_t>> all_gather(const std::vector<uint8_t>& mine) override { return {mine}; }
   std::vector<std::vector<uint8_t>> gather(const std::vector<uint8_t>& mine) override { return {mine}; }
-  [[noreturn]] void abort(int exit_code) override { std::exit(exit_code); }
+  void end_every_rank(int) override {}
 };
 
 int env_int(const char* name) {
@@ -44,7 +45,10 @@ const mambarl_collective* Ranks::collective() {
     // Host memory only: a device gradient needs a device transport (NCCL).
     if (g.device != MAMBARL_DEVICE_CPU || g.dtype != MAMBARL_DTYPE_F32 || g.ndim != 1 || stream != nullptr)
       return MAMBARL_ERROR;
-    static_cast<Ranks*>(ctx)->sum(static_cast<float*>(g.data), static_cast<size_t>(g.shape[0]));
+    auto& self = *static_cast<Ranks*>(ctx);
+    const auto t0 = std::chrono::steady_clock::now();
+    self.sum(static_cast<float*>(g.data), static_cast<size_t>(g.shape[0]));
+    self.gradient_sum_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return MAMBARL_OK;
   };
   abi_.last_error = [](void*) -> const char* {

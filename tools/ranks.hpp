@@ -10,6 +10,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
 #include <memory>
 #include <vector>
 
@@ -30,7 +33,10 @@ class Ranks {
   virtual std::vector<std::vector<uint8_t>> all_gather(const std::vector<uint8_t>& mine) = 0;
   virtual std::vector<std::vector<uint8_t>> gather(const std::vector<uint8_t>& mine) = 0;
   // Ends every rank of the job now (after this rank reported its error).
-  [[noreturn]] virtual void abort(int exit_code) = 0;
+  [[noreturn]] void abort(int exit_code) {
+    end_every_rank(exit_code);
+    std::_Exit(exit_code);
+  }
 
   // These ranks as the plugin ABI's collective, for the learner's sums (the
   // plugin never links MPI); null for one process, which trains alone.
@@ -38,10 +44,33 @@ class Ranks {
 
   bool any(bool mine);  // whether any rank says true
   bool is_root() const { return rank() == 0; }
+  // Wall seconds this rank spent in the learner's gradient sums through
+  // collective(), waiting for slower ranks included (`mambarl bench e2e`).
+  double gradient_sum_seconds() const { return gradient_sum_s_; }
+
+ protected:
+  virtual void end_every_rank(int exit_code) = 0;  // MPI_Abort; nothing for one process
 
  private:
   mambarl_collective abi_{};
+  double gradient_sum_s_ = 0;
 };
+
+// Runs body() and returns what it returns. An exception on one of several
+// ranks is reported on stderr naming `command` and the rank, then ends every
+// rank (the others would wait in their next collective forever); in one
+// process it propagates as usual.
+template <typename Body>
+auto on_every_rank(Ranks& ranks, const char* command, Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    if (ranks.size() == 1) throw;
+    std::cerr << "mambarl " << command << ": error on rank " << ranks.rank() << " of " << ranks.size() << ": "
+              << e.what() << std::endl;
+    ranks.abort(1);
+  }
+}
 
 // How many ranks the launcher started (mpirun sets OMPI_COMM_WORLD_SIZE,
 // MPICH and Slurm's PMI PMI_SIZE): 1 when not launched by one.
