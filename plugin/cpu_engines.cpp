@@ -16,7 +16,8 @@ namespace {
 
 class CpuActorRole final : public ActorRole {
  public:
-  CpuActorRole(std::shared_ptr<const ActorCritic<float>> model, int num_envs, uint64_t seed, int64_t first_env)
+  CpuActorRole(std::shared_ptr<const ActorCritic<float>> model, int num_envs, uint64_t seed,
+               int64_t first_env)
       : actions_(static_cast<size_t>(num_envs) * static_cast<size_t>(model->spec().head.act_width())),
         logp_(static_cast<size_t>(num_envs)),
         values_(static_cast<size_t>(num_envs)),
@@ -109,8 +110,9 @@ std::unique_ptr<LearnerRole> make_learner(const PolicyConfig& cfg, int obs_dim, 
   // runtime.learner_dtype the GPU learner's GEMM inputs (the CPU computes in f32).
   if (engine.device == Device::cuda) {
     if (across)
-      throw ConfigError("runtime.device: cuda: the GPU learner has no data-parallel reduction yet; run "
-                        "several ranks with runtime.device: cpu");
+      throw ConfigError(
+          "runtime.device: cuda: the GPU learner has no data-parallel reduction yet; run "
+          "several ranks with runtime.device: cpu");
     return make_gpu_learner(cfg, obs_dim, head, loss, adam, seed, engine.learner);
   }
   if (engine.learner != Precision::float32)
@@ -123,8 +125,9 @@ std::unique_ptr<ActorRole> make_actor(const LearnerRole& learner, const PolicyCo
                                       const EngineChoice& engine, int num_envs, uint64_t seed,
                                       int64_t first_env) {
   if (engine.device == Device::cuda && first_env != 0)
-    throw UnsupportedError("actor_create: the GPU actor has no first_env (data-parallel ranks run "
-                           "runtime.device: cpu)");
+    throw UnsupportedError(
+        "actor_create: the GPU actor has no first_env (data-parallel ranks run "
+        "runtime.device: cpu)");
   std::unique_ptr<ActorRole> a =
       engine.device == Device::cuda
           ? make_gpu_actor(learner.shared_model(), cfg, num_envs, seed, engine.bf16_weights)

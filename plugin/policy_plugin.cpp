@@ -94,8 +94,9 @@ void write_text(char* buf, size_t len, const std::string& s) {
 class HostCollective final : public Allreduce {
  public:
   explicit HostCollective(const mambarl_collective& c) : c_(c) {
-    MAMBARL_CHECK(c.size >= 1 && c.rank >= 0 && c.rank < c.size && c.sum_f64 && c.sum_gradient && c.last_error,
-                  "create: collective has rank " << c.rank << " of " << c.size << " or a null function");
+    MAMBARL_CHECK(
+        c.size >= 1 && c.rank >= 0 && c.rank < c.size && c.sum_f64 && c.sum_gradient && c.last_error,
+        "create: collective has rank " << c.rank << " of " << c.size << " or a null function");
   }
   int size() const override { return c_.size; }
   void sum(double* x, size_t n) override { check(c_.sum_f64(c_.ctx, x, static_cast<int64_t>(n)), "sum_f64"); }
@@ -105,8 +106,8 @@ class HostCollective final : public Allreduce {
 
  private:
   void check(mambarl_status st, const char* fn) const {
-    MAMBARL_CHECK(st == MAMBARL_OK, "collective " << fn << " failed on rank " << c_.rank << ": "
-                                                  << c_.last_error(c_.ctx));
+    MAMBARL_CHECK(st == MAMBARL_OK,
+                  "collective " << fn << " failed on rank " << c_.rank << ": " << c_.last_error(c_.ctx));
   }
   mambarl_collective c_;
 };
@@ -257,7 +258,8 @@ mambarl_status create_policy(const PolicyType& type, const mambarl_policy_create
     p->env = args->env;
     p->cfg = cfg;
     p->engine = engine;
-    if (args->collective && args->collective->size > 1) p->across = std::make_unique<HostCollective>(*args->collective);
+    if (args->collective && args->collective->size > 1)
+      p->across = std::make_unique<HostCollective>(*args->collective);
     p->learner = make_learner(cfg, args->env.obs_dim, head, loss, adam, args->seed, engine, p->across.get());
     p->resolved = emit_yaml(cfg.to_yaml());
     *out = p.release();

@@ -17,8 +17,8 @@ class Allreduce {
   virtual ~Allreduce() = default;
   virtual int size() const = 0;  // replicas; 1 behaves as no reduction at all
   // In-place sums on every replica; all replicas call them in the same order.
-  virtual void sum(double* x, size_t n) = 0;            // host scalars
-  virtual void sum_gradient(float* g, size_t n) = 0;    // the flat gradient, host memory
+  virtual void sum(double* x, size_t n) = 0;          // host scalars
+  virtual void sum_gradient(float* g, size_t n) = 0;  // the flat gradient, host memory
 };
 
 }  // namespace mambarl

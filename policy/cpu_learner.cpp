@@ -7,8 +7,7 @@
 namespace mambarl {
 
 CpuLearner::CpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head,
-                       const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed,
-                       Allreduce* across)
+                       const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed, Allreduce* across)
     : policy_(policy),
       loss_cfg_(loss),
       across_(across),
@@ -25,7 +24,8 @@ TrainResult CpuLearner::train_step(const ChunkView& c, double lr) {
   const int M = c.T * c.B;
   // A replica may own none of a minibatch's sequences; it still joins the sums.
   const bool empty = c.B == 0 && across_ != nullptr;
-  MAMBARL_CHECK(c.T >= 1 && (c.B >= 1 || empty), "train_step: empty chunk (T=" << c.T << ", B=" << c.B << ")");
+  MAMBARL_CHECK(c.T >= 1 && (c.B >= 1 || empty),
+                "train_step: empty chunk (T=" << c.T << ", B=" << c.B << ")");
   MAMBARL_CHECK(!c.on_device,
                 "train_step: the CPU learner reads host memory; this chunk is on a CUDA device");
   std::fill(grads_.begin(), grads_.end(), 0.0f);
@@ -43,8 +43,8 @@ TrainResult CpuLearner::train_step(const ChunkView& c, double lr) {
   // With replicas the loss is the whole minibatch's on every replica, so
   // they all skip, or all step, together.
   r.loss = ppo_loss<float>(spec.head, loss_cfg_, head_, values_, ls >= 0 ? P.ptr(ls) : nullptr,
-                           PpoBatch{c.actions, c.old_logp, c.advantages, c.returns}, dhead_,
-                           dvalues_, ls >= 0 ? G.ptr(ls) : nullptr, across_);
+                           PpoBatch{c.actions, c.old_logp, c.advantages, c.returns}, dhead_, dvalues_,
+                           ls >= 0 ? G.ptr(ls) : nullptr, across_);
   if (!std::isfinite(r.loss.loss)) {
     r.skipped = true;
     r.reason = "loss is not finite (" + std::to_string(r.loss.loss) + ")";

@@ -43,9 +43,8 @@ class CpuLearner {
  public:
   // across (may be null, not owned): the data-parallel replicas this learner
   // sums with (policy/allreduce.hpp); every replica starts from `seed`'s weights.
-  CpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head,
-             const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed,
-             Allreduce* across = nullptr);
+  CpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
+             const AdamWConfig& adam, uint64_t seed, Allreduce* across = nullptr);
 
   // With replicas, `chunk` is this replica's share of the minibatch (B may be
   // 0); the loss statistics and the gradient are summed before the clip, so

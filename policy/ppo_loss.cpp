@@ -11,8 +11,8 @@ namespace mambarl {
 
 template <typename S>
 PpoLossMetrics ppo_loss(const HeadSpec& hs, const PpoLossConfig& cfg, const Mat<S>& head,
-                        const Vec<S>& values, const S* log_std, const PpoBatch& batch,
-                        Mat<S>& dhead, Vec<S>& dvalues, S* dlog_std, Allreduce* across) {
+                        const Vec<S>& values, const S* log_std, const PpoBatch& batch, Mat<S>& dhead,
+                        Vec<S>& dvalues, S* dlog_std, Allreduce* across) {
   const Eigen::Index M = head.rows();
   const int A = hs.action_dim;
   MAMBARL_CHECK((M > 0 || across) && head.cols() == A && values.size() == M, "ppo_loss: shape mismatch");
@@ -95,9 +95,10 @@ PpoLossMetrics ppo_loss(const HeadSpec& hs, const PpoLossConfig& cfg, const Mat<
     }
   }
   if (across) {
+    // The per-token sums over every replica's tokens (loss is set below).
     double sums[5] = {m.pg_loss, m.v_loss, m.entropy, m.approx_kl, m.clip_frac};
     across->sum(sums, 5);
-    m.pg_loss = sums[0], m.v_loss = sums[1], m.entropy = sums[2], m.approx_kl = sums[3], m.clip_frac = sums[4];
+    m = PpoLossMetrics{0, sums[0], sums[1], sums[2], sums[3], sums[4]};
   }
   const double inv = 1.0 / tokens;
   m.pg_loss *= inv;
@@ -110,10 +111,10 @@ PpoLossMetrics ppo_loss(const HeadSpec& hs, const PpoLossConfig& cfg, const Mat<
 }
 
 template PpoLossMetrics ppo_loss<float>(const HeadSpec&, const PpoLossConfig&, const Mat<float>&,
-                                        const Vec<float>&, const float*, const PpoBatch&,
-                                        Mat<float>&, Vec<float>&, float*, Allreduce*);
-template PpoLossMetrics ppo_loss<double>(const HeadSpec&, const PpoLossConfig&,
-                                         const Mat<double>&, const Vec<double>&, const double*,
-                                         const PpoBatch&, Mat<double>&, Vec<double>&, double*, Allreduce*);
+                                        const Vec<float>&, const float*, const PpoBatch&, Mat<float>&,
+                                        Vec<float>&, float*, Allreduce*);
+template PpoLossMetrics ppo_loss<double>(const HeadSpec&, const PpoLossConfig&, const Mat<double>&,
+                                         const Vec<double>&, const double*, const PpoBatch&, Mat<double>&,
+                                         Vec<double>&, double*, Allreduce*);
 
 }  // namespace mambarl

@@ -38,16 +38,14 @@ struct PpoBatch {
 // share may be empty (M = 0).
 template <typename S>
 PpoLossMetrics ppo_loss(const HeadSpec& head_spec, const PpoLossConfig& cfg, const Mat<S>& head,
-                        const Vec<S>& values, const S* log_std, const PpoBatch& batch,
-                        Mat<S>& dhead, Vec<S>& dvalues, S* dlog_std, Allreduce* across = nullptr);
+                        const Vec<S>& values, const S* log_std, const PpoBatch& batch, Mat<S>& dhead,
+                        Vec<S>& dvalues, S* dlog_std, Allreduce* across = nullptr);
 
-extern template PpoLossMetrics ppo_loss<float>(const HeadSpec&, const PpoLossConfig&,
-                                               const Mat<float>&, const Vec<float>&, const float*,
-                                               const PpoBatch&, Mat<float>&, Vec<float>&, float*,
-                                               Allreduce*);
-extern template PpoLossMetrics ppo_loss<double>(const HeadSpec&, const PpoLossConfig&,
-                                                const Mat<double>&, const Vec<double>&,
-                                                const double*, const PpoBatch&, Mat<double>&,
-                                                Vec<double>&, double*, Allreduce*);
+extern template PpoLossMetrics ppo_loss<float>(const HeadSpec&, const PpoLossConfig&, const Mat<float>&,
+                                               const Vec<float>&, const float*, const PpoBatch&, Mat<float>&,
+                                               Vec<float>&, float*, Allreduce*);
+extern template PpoLossMetrics ppo_loss<double>(const HeadSpec&, const PpoLossConfig&, const Mat<double>&,
+                                                const Vec<double>&, const double*, const PpoBatch&,
+                                                Mat<double>&, Vec<double>&, double*, Allreduce*);
 
 }  // namespace mambarl

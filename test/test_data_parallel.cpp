@@ -35,7 +35,8 @@ class ThreadAllreduce {
   template <typename T>
   void sum(T* x, size_t count) {
     std::unique_lock<std::mutex> lk(m_);
-    if (arrived_ == 0) acc_.assign(x, x + count);
+    if (arrived_ == 0)
+      acc_.assign(x, x + count);
     else
       for (size_t i = 0; i < count; ++i) acc_[i] += static_cast<double>(x[i]);
     // The replicas' float partial sums are added in float, as MPI_SUM on MPI_FLOAT does.
@@ -76,8 +77,8 @@ class Replica final : public Allreduce {
 };
 
 PolicyConfig tiny_mamba1() {
-  return PolicyConfig::from_yaml(
-      ConfigNode(YAML::Load("{type: mamba1, d_model: 8, n_layers: 2, d_state: 4, d_conv: 3}"), "test.yaml", "policy"));
+  return PolicyConfig::from_yaml(ConfigNode(
+      YAML::Load("{type: mamba1, d_model: 8, n_layers: 2, d_state: 4, d_conv: 3}"), "test.yaml", "policy"));
 }
 
 // One minibatch of B sequences of T steps, time-major (t, b, ...).
@@ -95,8 +96,9 @@ struct Chunk {
       to.assign(static_cast<size_t>(T) * c.B * width, {});
       for (int t = 0; t < T; ++t)
         for (int j = 0; j < c.B; ++j)
-          std::copy_n(from.begin() + static_cast<std::ptrdiff_t>((static_cast<size_t>(t) * B + cols[j]) * width), width,
-                      to.begin() + static_cast<std::ptrdiff_t>((static_cast<size_t>(t) * c.B + j) * width));
+          std::copy_n(
+              from.begin() + static_cast<std::ptrdiff_t>((static_cast<size_t>(t) * B + cols[j]) * width),
+              width, to.begin() + static_cast<std::ptrdiff_t>((static_cast<size_t>(t) * c.B + j) * width));
     };
     pick(obs, c.obs, O);
     pick(actions, c.actions, W);
@@ -111,7 +113,8 @@ struct Chunk {
     return c;
   }
   ChunkView view() const {
-    return ChunkView{T, B, obs.data(), actions.data(), logp.data(), adv.data(), ret.data(), starts.data(), state.data()};
+    return ChunkView{T,          B,          obs.data(),    actions.data(), logp.data(),
+                     adv.data(), ret.data(), starts.data(), state.data()};
   }
 };
 
@@ -131,7 +134,8 @@ Chunk make_chunk(const HeadSpec& head, size_t state_size, uint64_t seed) {
     c.ret.push_back(static_cast<float>(rng.normal()));
     c.starts.push_back(rng.uniform() < 0.15 ? 1 : 0);
   }
-  for (size_t i = 0; i < static_cast<size_t>(c.B) * c.S; ++i) c.state.push_back(static_cast<float>(0.3 * rng.normal()));
+  for (size_t i = 0; i < static_cast<size_t>(c.B) * c.S; ++i)
+    c.state.push_back(static_cast<float>(0.3 * rng.normal()));
   return c;
 }
 
@@ -185,7 +189,9 @@ BOOST_AUTO_TEST_CASE(two_halves_train_as_the_whole) {
       BOOST_TEST(diff > 0.0);  // the sums were reordered: not the same bits (else nothing was split)
       // ~1e-7 rounding, through three AdamW steps of lr 1e-2.
       BOOST_TEST(diff <= 1e-5 * scale, "max |diff| " << diff << " of max |w| " << scale);
-      const auto close = [](double a, double b) { return std::abs(a - b) <= 1e-5 * std::max({std::abs(a), std::abs(b), 1e-2}); };
+      const auto close = [](double a, double b) {
+        return std::abs(a - b) <= 1e-5 * std::max({std::abs(a), std::abs(b), 1e-2});
+      };
       for (const Step& s : replica) {
         BOOST_TEST(close(s.r.loss.loss, whole.r.loss.loss));
         BOOST_TEST(close(s.r.loss.pg_loss, whole.r.loss.pg_loss));

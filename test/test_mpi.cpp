@@ -35,7 +35,8 @@ constexpr const char* kConfig =
     "runtime: {device: cpu, sync: true, seed: 3}\n";
 
 fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("mambarl_test_mpi_" + name + "_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("mambarl_test_mpi_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "run.yaml") << kConfig;
@@ -49,8 +50,8 @@ std::vector<std::string> train_argv(const fs::path& dir, int ranks, const std::s
   std::vector<std::string> argv;
   if (ranks > 1)
     argv = {MAMBARL_TEST_MPIEXEC, "-np", std::to_string(ranks), "--oversubscribe", "--allow-run-as-root"};
-  for (const std::string& a :
-       {std::string(MAMBARL_TEST_BIN), std::string("train"), (dir / "run.yaml").string(), "runtime.out_dir=" + (dir / out).string()})
+  for (const std::string& a : {std::string(MAMBARL_TEST_BIN), std::string("train"),
+                               (dir / "run.yaml").string(), "runtime.out_dir=" + (dir / out).string()})
     argv.push_back(a);
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
@@ -103,9 +104,12 @@ BOOST_AUTO_TEST_CASE(two_ranks_train_as_one_process_on_all_the_envs) {
       const double x = std::stod(a[r][c]), y = std::stod(b[r][c]);
       const bool exact = col == "update" || col == "env_steps" || col == "episodes" || col == "mean_return" ||
                          col == "max_return" || col == "skipped_steps" || col == "lr";
-      BOOST_TEST_CONTEXT("update " << r << ", " << col << ": one process " << a[r][c] << ", two ranks " << b[r][c]) {
-        if (exact) BOOST_TEST(x == y);
-        else BOOST_TEST(close(x, y));
+      BOOST_TEST_CONTEXT("update " << r << ", " << col << ": one process " << a[r][c] << ", two ranks "
+                                   << b[r][c]) {
+        if (exact)
+          BOOST_TEST(x == y);
+        else
+          BOOST_TEST(close(x, y));
       }
     }
 
@@ -149,14 +153,17 @@ BOOST_AUTO_TEST_CASE(resume_with_the_same_ranks_is_bit_exact_and_another_count_i
   BOOST_REQUIRE_MESSAGE(first.exit_code == 0, first.out);
   const Ran one = train(dir, 1, "parts", {"--resume"});
   BOOST_TEST(one.exit_code == 1);
-  BOOST_TEST(one.out.find("it was written by 2 rank(s) and this run has 1 (mpirun -np); resume with 2 rank(s)") !=
-                 std::string::npos,
-             one.out);
+  BOOST_TEST(
+      one.out.find("it was written by 2 rank(s) and this run has 1 (mpirun -np); resume with 2 rank(s)") !=
+          std::string::npos,
+      one.out);
   const Ran rest = train(dir, 2, "parts", {"--resume"});
   BOOST_REQUIRE_MESSAGE(rest.exit_code == 0, rest.out);
   BOOST_TEST(rest.out.find("(bit-exact: sync mode)") != std::string::npos, rest.out);
-  BOOST_TEST(metrics_without_timing(dir / "parts" / "metrics.csv") == metrics_without_timing(dir / "whole" / "metrics.csv"));
-  BOOST_TEST(learner_bytes(dir / "parts" / "checkpoint.safetensors") == learner_bytes(dir / "whole" / "checkpoint.safetensors"));
+  BOOST_TEST(metrics_without_timing(dir / "parts" / "metrics.csv") ==
+             metrics_without_timing(dir / "whole" / "metrics.csv"));
+  BOOST_TEST(learner_bytes(dir / "parts" / "checkpoint.safetensors") ==
+             learner_bytes(dir / "whole" / "checkpoint.safetensors"));
 }
 
 // What ranks cannot run is refused before training, naming the key, the
@@ -167,10 +174,12 @@ BOOST_AUTO_TEST_CASE(configs_the_ranks_cannot_run_are_refused) {
     std::vector<std::string> args;
     std::string expect;
   } cases[] = {
-      {{"runtime.sync=false"}, "runtime.sync: false under 2 data-parallel ranks (mpirun -np 2): ranks run the "
-                               "synchronous loop only"},
+      {{"runtime.sync=false"},
+       "runtime.sync: false under 2 data-parallel ranks (mpirun -np 2): ranks run the "
+       "synchronous loop only"},
       {{"env.num_envs=7"}, "env.num_envs: 7 is not divisible by the 2 ranks"},
-      {{"algo.minibatches=8"}, "algo.minibatches: must divide the envs per rank (4 = env.num_envs 8 / 2 ranks), got 8"},
+      {{"algo.minibatches=8"},
+       "algo.minibatches: must divide the envs per rank (4 = env.num_envs 8 / 2 ranks), got 8"},
   };
   for (const auto& c : cases) {
     const Ran r = train(dir, 2, "out", c.args);
@@ -188,8 +197,8 @@ BOOST_AUTO_TEST_CASE(configs_the_ranks_cannot_run_are_refused) {
 BOOST_AUTO_TEST_CASE(a_killed_rank_ends_the_job_naming_it) {
   const fs::path dir = scratch("killed");
   const std::string log = (dir / "killed.log").string();
-  const pid_t mpirun = spawn(train_argv(dir, 2, "out", {"algo.total_env_steps=100000000", "runtime.checkpoint_every=2"}),
-                             {}, log);
+  const pid_t mpirun = spawn(
+      train_argv(dir, 2, "out", {"algo.total_env_steps=100000000", "runtime.checkpoint_every=2"}), {}, log);
   BOOST_REQUIRE_GT(mpirun, 0);
   // Rank 1: the process whose command line names this test's config and
   // whose launcher environment says rank 1; found once training has begun.
@@ -220,6 +229,7 @@ BOOST_AUTO_TEST_CASE(a_killed_rank_ends_the_job_naming_it) {
   BOOST_TEST(!(WIFEXITED(*status) && WEXITSTATUS(*status) == 0));
   const std::string out = read_text(log);
   BOOST_TEST(out.find("process rank 1") != std::string::npos, out);
-  const auto ck = mambarl::read_safetensors((dir / "out" / "checkpoint.safetensors").string());  // throws if torn
+  const auto ck =
+      mambarl::read_safetensors((dir / "out" / "checkpoint.safetensors").string());  // throws if torn
   BOOST_TEST(ck.metadata.at("runner.ranks") == "2");
 }

@@ -261,17 +261,17 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
      << ",\"steady_learn_ms\":" << 1e3 * learn_s / steady
      << ",\"overlap_envs\":" << (s.overlap_envs ? "true" : "false");
   if (ranks.size() > 1)
-    os << ",\"ranks\":" << ranks.size() << ",\"gradient_allreduce_ms_per_update\":"
-       << 1e3 * gradient_sum_s / static_cast<double>(rows.size())
+    os << ",\"ranks\":" << ranks.size()
+       << ",\"gradient_allreduce_ms_per_update\":" << 1e3 * gradient_sum_s / static_cast<double>(rows.size())
        << ",\"gradient_allreduce_share_of_learn\":" << gradient_sum_s / all_learn_s;
   os << "}";
   r.json = os.str();
   return r;
 }
 
-void emit_e2e(std::ostream& out, bool& first, std::vector<E2eResult>& results, const std::vector<int>& num_envs,
-              const std::string& device, const std::string& env_backend, int updates, int warmup,
-              Ranks& ranks) {
+void emit_e2e(std::ostream& out, bool& first, std::vector<E2eResult>& results,
+              const std::vector<int>& num_envs, const std::string& device, const std::string& env_backend,
+              int updates, int warmup, Ranks& ranks) {
   for (int n : num_envs)
     for (const char* env : {"cartpole", "stateless_cartpole"})
       for (const char* t : {"mamba1", "mamba3"}) {
@@ -332,7 +332,8 @@ int bench_what(const std::string& what, const std::string& device, const std::st
       json << "{\"bench\":\"e2e\",\"device\":\"cuda\",\"mode\":\"sync\",\"env_backend\":\"" << env_backend
            << "\",\"results\":[";
       bool first = true;
-      if (env_backend != "cuda") emit_e2e(json, first, e2e, {1024, 4096, 16384}, "cuda", "cpu", reps ? reps : 12, 2, ranks);
+      if (env_backend != "cuda")
+        emit_e2e(json, first, e2e, {1024, 4096, 16384}, "cuda", "cpu", reps ? reps : 12, 2, ranks);
       if (env_backend != "cpu")
         emit_e2e(json, first, e2e, {1024, 4096, 16384, 65536}, "cuda", "cuda", reps ? reps : 12, 2, ranks);
       json << "],\n";

@@ -86,9 +86,11 @@ int cmd_train(int argc, char** argv) {
   opts.ranks = ranks.get();
   std::ostream silent(nullptr);
   std::ostream& out = ranks->is_root() ? std::cout : silent;
-  const auto exp = mambarl::on_every_rank(*ranks, "train", [&] { return mambarl::load_experiment(argv[2], overrides); });
+  const auto exp =
+      mambarl::on_every_rank(*ranks, "train", [&] { return mambarl::load_experiment(argv[2], overrides); });
   const mambarl::StopOnSignals stop_on_signals;
-  const auto s = mambarl::on_every_rank(*ranks, "train", [&] { return mambarl::run_training(exp, opts, out); });
+  const auto s =
+      mambarl::on_every_rank(*ranks, "train", [&] { return mambarl::run_training(exp, opts, out); });
   if (!ranks->is_root()) return s.stopped_by_signal == 0 ? 0 : 128 + s.stopped_by_signal;
   std::cout << "learning curve: " << s.curve << "\ncheckpoint: " << s.checkpoint
             << "\nmetrics: " << s.metrics << "\n";

@@ -28,8 +28,12 @@ class MpiRanks final : public Ranks {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void sum(double* x, size_t n) override { MPI_Allreduce(MPI_IN_PLACE, x, count(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
-  void sum(float* x, size_t n) override { MPI_Allreduce(MPI_IN_PLACE, x, count(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); }
+  void sum(double* x, size_t n) override {
+    MPI_Allreduce(MPI_IN_PLACE, x, count(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  }
+  void sum(float* x, size_t n) override {
+    MPI_Allreduce(MPI_IN_PLACE, x, count(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  }
 
   std::vector<std::vector<uint8_t>> all_gather(const std::vector<uint8_t>& mine) override {
     const std::vector<int> sizes = all_sizes(mine);
@@ -73,8 +77,8 @@ class MpiRanks final : public Ranks {
     }
     return at;
   }
-  static std::vector<std::vector<uint8_t>> split(const std::vector<uint8_t>& all, const std::vector<int>& sizes,
-                                                 const std::vector<int>& at) {
+  static std::vector<std::vector<uint8_t>> split(const std::vector<uint8_t>& all,
+                                                 const std::vector<int>& sizes, const std::vector<int>& at) {
     std::vector<std::vector<uint8_t>> out;
     for (size_t r = 0; r < sizes.size(); ++r)
       out.emplace_back(all.begin() + at[r], all.begin() + at[r] + sizes[r]);

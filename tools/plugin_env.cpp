@@ -46,9 +46,11 @@ class PluginVecEnv final : public VecEnv {
   int num_envs() const override { return B_; }
   void reset(uint64_t seed, uint64_t first_env = 0) override {
     // The env ABI's reset seeds env b with stream b: it has no offset.
-    MAMBARL_USER_CHECK(first_env == 0, "env.type: " << spec_.id << " is a plugin env, which cannot be split "
-                                                    "across data-parallel ranks (its ABI reset has no first "
-                                                    "env); run it in one process");
+    MAMBARL_USER_CHECK(first_env == 0,
+                       "env.type: " << spec_.id
+                                    << " is a plugin env, which cannot be split "
+                                       "across data-parallel ranks (its ABI reset has no first "
+                                       "env); run it in one process");
     check(f_.reset(env_, seed), "reset");
   }
   void step(const float* actions) override { check(f_.step(env_, actions), "step"); }

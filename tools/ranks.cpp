@@ -75,10 +75,11 @@ std::unique_ptr<Ranks> make_ranks() {
 #if MAMBARL_HAVE_MPI
   if (n > 1) return make_mpi_ranks();
 #else
-  MAMBARL_USER_CHECK(n <= 1, "this process is one of " << n << " ranks (launched by mpirun), but this build of "
-                                                        << "mambarl has no MPI: install libopenmpi-dev "
-                                                        << "(tools/install_deps.sh) and reconfigure, or run one "
-                                                        << "process without mpirun");
+  MAMBARL_USER_CHECK(n <= 1, "this process is one of "
+                                 << n << " ranks (launched by mpirun), but this build of "
+                                 << "mambarl has no MPI: install libopenmpi-dev "
+                                 << "(tools/install_deps.sh) and reconfigure, or run one "
+                                 << "process without mpirun");
 #endif
   return one_process_ranks();
 }

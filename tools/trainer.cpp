@@ -314,7 +314,8 @@ void Run::build() {
   create_policy(*session_, exp_, spec_, ranks_.collective());
   if (ranks_.size() > 1 && session_->device != "cpu")
     rtn.fail("device", rt_.device + " resolved to " + session_->device + ", but data-parallel ranks (" +
-                           std::to_string(ranks_.size()) + " under mpirun) reduce on the CPU learner only "
+                           std::to_string(ranks_.size()) +
+                           " under mpirun) reduce on the CPU learner only "
                            "(set runtime.device: cpu)");
   if (gpu_envs_ && session_->device != "cuda") {
     // runtime.device auto on a machine it cannot use: the CPU envs go with the CPU policy.
@@ -343,14 +344,16 @@ void Run::build() {
       // One lane is the worker as it always was; each of two draws its own seed streams.
       const auto seed = [&](uint64_t s) { return lanes_ == 1 ? s : derive_seed(s, static_cast<uint64_t>(h)); };
       auto env = make_vec_env(env_share(exp_, Bk_ / lanes_));
-      lanes.push_back({std::move(env),
-                       session_->policy->create_actor(Bk_ / lanes_, seed(actor_seed), static_cast<int64_t>(first_env)),
-                       seed(env_seed), first_env});
+      lanes.push_back(
+          {std::move(env),
+           session_->policy->create_actor(Bk_ / lanes_, seed(actor_seed), static_cast<int64_t>(first_env)),
+           seed(env_seed), first_env});
     }
     workers_.push_back(std::make_unique<RolloutWorker>(std::move(lanes)));
   }
   if (!gpu_envs_)
-    learner_ = std::make_unique<LearnerLoop>(*session_->policy, al_, derive_seed(rt_.seed, 7), K_, Bk_, ranks_);
+    learner_ =
+        std::make_unique<LearnerLoop>(*session_->policy, al_, derive_seed(rt_.seed, 7), K_, Bk_, ranks_);
   if (ranks_.is_root())
     write_file_atomically((fs::path(rt_.out_dir) / "config.yaml").string(), resolved_yaml() + "\n");
 }
@@ -361,15 +364,17 @@ void Run::build() {
 void Run::check_ranks() const {
   const int n = ranks_.size();
   if (n == 1) return;
-  const std::string under = " under " + std::to_string(n) + " data-parallel ranks (mpirun -np " + std::to_string(n) + ")";
+  const std::string under =
+      " under " + std::to_string(n) + " data-parallel ranks (mpirun -np " + std::to_string(n) + ")";
   const ConfigNode rt = exp_.section("runtime"), env = exp_.section("env");
   if (!rt_.sync)
     rt.fail("sync", "false" + under + ": ranks run the synchronous loop only (set runtime.sync: true)");
   if (env_backend(env) == "cuda")
     env.fail("backend", "cuda" + under + ": ranks step CPU envs only (set env.backend: cpu)");
   if (rt_.overlap_envs == "on")
-    rt.fail("overlap_envs", "on" + under + ": a rank's envs are one slice of the one-process run's; "
-                            "set runtime.overlap_envs: off");
+    rt.fail("overlap_envs", "on" + under +
+                                ": a rank's envs are one slice of the one-process run's; "
+                                "set runtime.overlap_envs: off");
   if (num_envs_ % n != 0)
     env.fail("num_envs", std::to_string(num_envs_) + " is not divisible by the " + std::to_string(n) +
                              " ranks (mpirun -np " + std::to_string(n) + ")");
@@ -515,7 +520,9 @@ void Run::save_checkpoint() {
 void Run::add_worker_states(std::vector<ExtraTensor>& extra) {
   for (size_t k = 0; k < workers_.size(); ++k) {
     auto& w = *workers_[k];
-    const auto prefix = [&](size_t r) { return "runner." + std::to_string(r * static_cast<size_t>(K_) + k) + "."; };
+    const auto prefix = [&](size_t r) {
+      return "runner." + std::to_string(r * static_cast<size_t>(K_) + k) + ".";
+    };
     const auto add_u8 = [&](const std::string& name, const std::vector<uint8_t>& mine) {
       const auto all = ranks_.gather(mine);
       for (size_t r = 0; r < all.size(); ++r) extra.push_back(ExtraTensor::u8(prefix(r) + name, all[r]));
@@ -545,8 +552,9 @@ void Run::add_worker_states(std::vector<ExtraTensor>& extra) {
 void Run::save_checkpoint_and_curve() {
   save_checkpoint();
   if (ranks_.is_root())
-    write_learning_curve_svg(curve_path_, spec_.id + " / " + exp_.section("policy").get<std::string>("type", "mamba1"),
-                           metrics_->curve());
+    write_learning_curve_svg(curve_path_,
+                             spec_.id + " / " + exp_.section("policy").get<std::string>("type", "mamba1"),
+                             metrics_->curve());
 }
 
 void Run::restore(const std::string& path) {
@@ -575,15 +583,16 @@ void Run::restore(const std::string& path) {
   const auto& win = ck.tensor("runner.return_window");
   s_.window.assign(win.f32().begin(), win.f32().end());
   ck.tensor("runner.shuffle_rng").to_pod(shuffle_rng());
-  // The reward scaler holds (mean, var, count) and one running return per env,
-  // so it tells how many envs the checkpoint's run had.
   // Each rank's envs are its slice of the checkpoint's; another split of
   // them would pair env state with other actors' and learners' columns.
+  // (Checkpoints from before data-parallel ranks have one.)
   const int saved_ranks = ck.metadata.count("runner.ranks") ? static_cast<int>(num("runner.ranks")) : 1;
   MAMBARL_USER_CHECK(saved_ranks == ranks_.size(),
                      "cannot resume from " << path << ": it was written by " << saved_ranks
                                            << " rank(s) and this run has " << ranks_.size()
                                            << " (mpirun -np); resume with " << saved_ranks << " rank(s)");
+  // The reward scaler holds (mean, var, count) and one running return per env,
+  // so it tells how many envs the checkpoint's run had.
   const std::vector<uint8_t>& sb = ck.tensor("runner.reward_scaler").bytes;
   MAMBARL_CHECK(sb.size() % sizeof(double) == 0 && sb.size() >= 3 * sizeof(double),
                 path << ": runner.reward_scaler has " << sb.size() << " bytes, not 3 + one double per env");
@@ -657,7 +666,8 @@ std::vector<float> Run::all_episode_returns(const Chunk& c) {
   std::vector<float> out;
   for (int t = 0; t < c.T; ++t)
     for (size_t r = 0; r < per_rank.size(); ++r)
-      for (int e = 0; e < static_cast<int>(per_rank[r][static_cast<size_t>(t)]); ++e) out.push_back(per_rank[r][next[r]++]);
+      for (int e = 0; e < static_cast<int>(per_rank[r][static_cast<size_t>(t)]); ++e)
+        out.push_back(per_rank[r][next[r]++]);
   return out;
 }
 
@@ -668,26 +678,27 @@ void Run::after_update(const Chunk& c, const UpdateStats& st, double lr, long lo
   const double wall = wall_before_ + std::chrono::duration<double>(Clock::now() - t0_).count();
   const double sps = static_cast<double>(s_.env_steps) / std::max(wall, 1e-9);
   const TrainMetrics& m = st.mean;
-  if (metrics_) metrics_->write({{"update", static_cast<double>(s_.update)},
-                   {"env_steps", static_cast<double>(s_.env_steps)},
-                   {"wall_s", wall},
-                   {"steps_per_s", sps},
-                   {"episodes", static_cast<double>(s_.episodes)},
-                   {"mean_return", s_.mean_return()},
-                   {"max_return", s_.max_return},
-                   {"policy_lag", static_cast<double>(lag)},
-                   {"dropped_chunks", static_cast<double>(s_.dropped)},
-                   {"lr", lr},
-                   {"loss", m.loss},
-                   {"pg_loss", m.pg_loss},
-                   {"v_loss", m.v_loss},
-                   {"entropy", m.entropy},
-                   {"approx_kl", m.approx_kl},
-                   {"clip_frac", m.clip_frac},
-                   {"grad_norm", m.grad_norm},
-                   {"skipped_steps", static_cast<double>(st.skipped)},
-                   {"collect_s", times.collect_s},
-                   {"learn_s", times.learn_s}});
+  if (metrics_)
+    metrics_->write({{"update", static_cast<double>(s_.update)},
+                     {"env_steps", static_cast<double>(s_.env_steps)},
+                     {"wall_s", wall},
+                     {"steps_per_s", sps},
+                     {"episodes", static_cast<double>(s_.episodes)},
+                     {"mean_return", s_.mean_return()},
+                     {"max_return", s_.max_return},
+                     {"policy_lag", static_cast<double>(lag)},
+                     {"dropped_chunks", static_cast<double>(s_.dropped)},
+                     {"lr", lr},
+                     {"loss", m.loss},
+                     {"pg_loss", m.pg_loss},
+                     {"v_loss", m.v_loss},
+                     {"entropy", m.entropy},
+                     {"approx_kl", m.approx_kl},
+                     {"clip_frac", m.clip_frac},
+                     {"grad_norm", m.grad_norm},
+                     {"skipped_steps", static_cast<double>(st.skipped)},
+                     {"collect_s", times.collect_s},
+                     {"learn_s", times.learn_s}});
   if (s_.update % rt_.log_every == 0)
     log_ << "update " << s_.update << " | steps " << s_.env_steps << " | " << fmt(sps, 0)
          << " steps/s | episodes " << s_.episodes << " | return mean " << fmt(s_.mean_return(), 2)
@@ -886,13 +897,14 @@ TrainSummary Run::go() {
   publish_weights();
   last_update_end_ = Clock::now();
   if (!session_->device_note.empty()) log_ << session_->device_note << std::endl;
-  log_ << "training " << exp_.section("policy").get<std::string>("type", "mamba1") << " on "
-       << spec_.id << ": " << num_envs_ << " envs on the " << (gpu_envs_ ? "GPU" : "CPU") << ", "
-       << (ranks_.size() > 1 ? std::to_string(ranks_.size()) + " data-parallel ranks of " + std::to_string(Bk_) +
-                                   " envs each, "
+  log_ << "training " << exp_.section("policy").get<std::string>("type", "mamba1") << " on " << spec_.id
+       << ": " << num_envs_ << " envs on the " << (gpu_envs_ ? "GPU" : "CPU") << ", "
+       << (ranks_.size() > 1 ? std::to_string(ranks_.size()) + " data-parallel ranks of " +
+                                   std::to_string(Bk_) + " envs each, "
                              : std::string())
        << session_->info.num_params << " params, "
-       << (rt_.sync ? "sync" : std::to_string(K_) + " actor threads") << ", device " << session_->device
+       << (rt_.sync ? "sync" : std::to_string(K_) + " actor threads") << ", device "
+       << session_->device
        // The plugin runs both roles on the device it was given (plugin/engine_roles.hpp).
        << (session_->device == "cuda" ? " (actors and learner)" : "") << ", dtype " << rt_.dtype
        << ", plugin " << session_->plugin_path << std::endl;
