@@ -180,6 +180,12 @@ BOOST_AUTO_TEST_CASE(configs_the_ranks_cannot_run_are_refused) {
       {{"env.num_envs=7"}, "env.num_envs: 7 is not divisible by the 2 ranks"},
       {{"algo.minibatches=8"},
        "algo.minibatches: must divide the envs per rank (4 = env.num_envs 8 / 2 ranks), got 8"},
+      // Only rank 1 fails here (rank 0's envs start at 0, which the plugin env ABI can seed):
+      // one rank's error ends both.
+      {{"env.type=coin_guess", "env.length=5",
+        std::string("runtime.extra_plugins=[") + MAMBARL_TEST_ENV_PLUGIN + "]"},
+       "error on rank 1 of 2: env.type: coin_guess is a plugin env, which cannot be split across "
+       "data-parallel ranks"},
   };
   for (const auto& c : cases) {
     const Ran r = train(dir, 2, "out", c.args);

@@ -84,6 +84,14 @@ std::unique_ptr<Ranks> make_ranks() {
   return one_process_ranks();
 }
 
+bool built_with_mpi() {
+#if MAMBARL_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
 std::unique_ptr<Ranks> one_process_ranks() { return std::make_unique<OneProcess>(); }
 
 }  // namespace mambarl

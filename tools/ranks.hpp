@@ -80,6 +80,9 @@ int launched_ranks();
 // ranks, otherwise one process. A build without MPI refuses several ranks.
 std::unique_ptr<Ranks> make_ranks();
 
+// Whether this build has MPI (CMake found it: MAMBARL_MPI).
+bool built_with_mpi();
+
 // One process alone, whoever launched it.
 std::unique_ptr<Ranks> one_process_ranks();
 
