@@ -55,6 +55,9 @@ int cmd_train(int argc, char** argv) {
                  "  its files first). Ctrl-C (SIGINT) or SIGTERM stops after the update in flight,\n"
                  "  writing the checkpoint, metrics and curve, and exits 130 / 143; a second Ctrl-C\n"
                  "  exits at once.\n"
+                 "  Under mpirun -np N (a build with MPI, sync mode, CPU): N data-parallel ranks of\n"
+                 "  env.num_envs / N envs each, training as one process on all the envs would; rank 0\n"
+                 "  writes the run's files (README.md, \"Training on several processes\").\n"
                  "  Ends with: final mean_return=<x> env_steps=<n> wall_s=<s>\n";
     return argc < 3 ? 2 : 0;
   }
