@@ -37,20 +37,22 @@ class RewardScaler {
         g_[static_cast<size_t>(i)] = G[b];
         if (terminated[i] || truncated[i]) G[b] = 0.0;
       }
-    std::vector<std::vector<double>> all;  // every rank's (T, B) returns
-    if (ranks == nullptr || ranks->size() == 1) {
-      all.push_back(g_);
-    } else {
+    const double* all = g_.data();  // (N, T, B): every rank's returns
+    int n = 1;
+    if (ranks != nullptr && ranks->size() > 1) {
       std::vector<uint8_t> mine(g_.size() * sizeof(double));
       std::memcpy(mine.data(), g_.data(), mine.size());
+      all_.clear();
       for (const auto& bytes : ranks->all_gather(mine)) {
-        all.emplace_back(bytes.size() / sizeof(double));
-        std::memcpy(all.back().data(), bytes.data(), bytes.size());
+        all_.resize(all_.size() + bytes.size() / sizeof(double));
+        std::memcpy(all_.data() + all_.size() - bytes.size() / sizeof(double), bytes.data(), bytes.size());
       }
+      all = all_.data();
+      n = ranks->size();
     }
     for (int t = 0; t < T; ++t) {
-      for (const auto& g : all)
-        for (int b = 0; b < B; ++b) update(g[static_cast<size_t>(t * B + b)]);
+      for (int r = 0; r < n; ++r)
+        for (int b = 0; b < B; ++b) update(all[(static_cast<size_t>(r) * T + t) * B + b]);
       const double inv_std = 1.0 / std::sqrt(var_ + 1e-8);
       for (int b = 0; b < B; ++b) rewards[t * B + b] = static_cast<float>(rewards[t * B + b] * inv_std);
     }
@@ -81,6 +83,7 @@ class RewardScaler {
   double gamma_;
   std::vector<double> returns_;  // (workers, B) discounted return of the running episode
   std::vector<double> g_;        // (T, B) scratch: one chunk's discounted returns
+  std::vector<double> all_;      // (N, T, B) scratch: every rank's, under N > 1 ranks
   int B_;
   double mean_ = 0, var_ = 1, count_ = 0;
 };
