@@ -59,9 +59,9 @@ class BatchedEnv final : public VecEnv {
   const EnvSpec& spec() const override { return spec_; }
   int num_envs() const override { return B_; }
 
-  void reset(uint64_t seed) override {
+  void reset(uint64_t seed, uint64_t first_env = 0) override {
     const EnvBatch<Env> batch = view();
-    for (int b = 0; b < B_; ++b) batch.reset_env(b, seed);
+    for (int b = 0; b < B_; ++b) batch.reset_env(b, seed, first_env);
   }
 
   void step(const float* actions) override {

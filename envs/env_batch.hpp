@@ -68,10 +68,11 @@ struct EnvBatch {
   int max_episode_steps;  // 0: no time limit
   int prev_action_n;      // 0: off; else the action count, a one-hot of the last action ends each row
 
-  // Starts env b's stream and first episode; its outputs read "nothing happened".
-  MAMBARL_HD void reset_env(int b, uint64_t seed) const {
+  // Starts env b's stream (first_env + b of `seed`) and first episode; its
+  // outputs read "nothing happened".
+  MAMBARL_HD void reset_env(int b, uint64_t seed, uint64_t first_env = 0) const {
     float* o = obs + static_cast<size_t>(b) * obs_dim;
-    rngs[b] = Rng(seed, static_cast<uint64_t>(b));
+    rngs[b] = Rng(seed, first_env + static_cast<uint64_t>(b));
     start_episode(b, o);
     copy_obs(o, final_obs + static_cast<size_t>(b) * obs_dim);
     reward[b] = 0.0f;

@@ -62,8 +62,10 @@ class VecEnv {
   virtual ~VecEnv() = default;
   virtual const EnvSpec& spec() const = 0;
   virtual int num_envs() const = 0;
-  // Env i draws all its randomness from Rng(seed, i); resets every env; obs() is then valid.
-  virtual void reset(uint64_t seed) = 0;
+  // Env i draws all its randomness from Rng(seed, first_env + i); resets every
+  // env; obs() is then valid. first_env: where these envs start in a larger
+  // batch split over data-parallel ranks, so each is seeded as in one process.
+  virtual void reset(uint64_t seed, uint64_t first_env = 0) = 0;
   // actions: (B, action_width) floats; a discrete action is an integral value in [0, n).
   // Steps every env and auto-resets the finished ones inside the step.
   virtual void step(const float* actions) = 0;

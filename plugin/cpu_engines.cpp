@@ -16,11 +16,12 @@ namespace {
 
 class CpuActorRole final : public ActorRole {
  public:
-  CpuActorRole(std::shared_ptr<const ActorCritic<float>> model, int num_envs, uint64_t seed)
+  CpuActorRole(std::shared_ptr<const ActorCritic<float>> model, int num_envs, uint64_t seed,
+               int64_t first_env)
       : actions_(static_cast<size_t>(num_envs) * static_cast<size_t>(model->spec().head.act_width())),
         logp_(static_cast<size_t>(num_envs)),
         values_(static_cast<size_t>(num_envs)),
-        a_(std::move(model), num_envs, seed) {}
+        a_(std::move(model), num_envs, seed, static_cast<uint64_t>(first_env)) {}
 
   void set_weights(const float* w, size_t n, long long version) override { a_.set_weights(w, n, version); }
   void reset(const uint8_t* mask) override { a_.reset(mask); }
@@ -77,8 +78,8 @@ static_assert(std::is_trivially_copyable_v<Rng>, "actor Rngs are copied with mem
 class CpuLearnerRole final : public LearnerRole {
  public:
   CpuLearnerRole(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
-                 const AdamWConfig& adam, uint64_t seed)
-      : l_(cfg, obs_dim, head, loss, adam, seed) {}
+                 const AdamWConfig& adam, uint64_t seed, Allreduce* across)
+      : l_(cfg, obs_dim, head, loss, adam, seed, across) {}
 
   std::shared_ptr<const ActorCritic<float>> shared_model() const override { return l_.shared_model(); }
   TrainResult train_step(const ChunkView& chunk, double lr) override { return l_.train_step(chunk, lr); }
@@ -103,24 +104,34 @@ class CpuLearnerRole final : public LearnerRole {
 
 std::unique_ptr<LearnerRole> make_learner(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head,
                                           const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed,
-                                          const EngineChoice& engine) {
+                                          const EngineChoice& engine, Allreduce* across) {
   // Both roles run on engine.device. The learner keeps float32 master weights
   // on either device: runtime.dtype is the GPU actor's format only, and
   // runtime.learner_dtype the GPU learner's GEMM inputs (the CPU computes in f32).
-  if (engine.device == Device::cuda)
+  if (engine.device == Device::cuda) {
+    if (across)
+      throw ConfigError(
+          "runtime.device: cuda: the GPU learner has no data-parallel reduction yet; run "
+          "several ranks with runtime.device: cpu");
     return make_gpu_learner(cfg, obs_dim, head, loss, adam, seed, engine.learner);
+  }
   if (engine.learner != Precision::float32)
     throw ConfigError(std::string("runtime.learner_dtype: ") + precision_name(engine.learner) +
                       " GEMMs need runtime.device: cuda (the CPU learner computes in float32)");
-  return std::make_unique<CpuLearnerRole>(cfg, obs_dim, head, loss, adam, seed);
+  return std::make_unique<CpuLearnerRole>(cfg, obs_dim, head, loss, adam, seed, across);
 }
 
 std::unique_ptr<ActorRole> make_actor(const LearnerRole& learner, const PolicyConfig& cfg,
-                                      const EngineChoice& engine, int num_envs, uint64_t seed) {
+                                      const EngineChoice& engine, int num_envs, uint64_t seed,
+                                      int64_t first_env) {
+  if (engine.device == Device::cuda && first_env != 0)
+    throw UnsupportedError(
+        "actor_create: the GPU actor has no first_env (data-parallel ranks run "
+        "runtime.device: cpu)");
   std::unique_ptr<ActorRole> a =
       engine.device == Device::cuda
           ? make_gpu_actor(learner.shared_model(), cfg, num_envs, seed, engine.bf16_weights)
-          : std::make_unique<CpuActorRole>(learner.shared_model(), num_envs, seed);
+          : std::make_unique<CpuActorRole>(learner.shared_model(), num_envs, seed, first_env);
   std::vector<float> w(learner.num_params());
   learner.get_weights(w.data());
   a->set_weights(w.data(), w.size(), 0);

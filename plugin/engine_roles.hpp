@@ -20,6 +20,7 @@
 #include "kernels/precision.hpp"
 #include "kernels/rng.hpp"
 #include "policy/actor_critic.hpp"
+#include "policy/allreduce.hpp"
 #include "policy/cpu_learner.hpp"
 #include "policy/policy_config.hpp"
 #include "policy/safetensors.hpp"
@@ -99,14 +100,18 @@ class LearnerRole {
   virtual SafetensorsFile load(const std::string& path) = 0;
 };
 
+// across (may be null, not owned): the data-parallel replicas the learner
+// sums with (policy/allreduce.hpp); only the CPU learner has them so far.
 std::unique_ptr<LearnerRole> make_learner(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head,
                                           const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed,
-                                          const EngineChoice& engine);
+                                          const EngineChoice& engine, Allreduce* across);
 
 // An actor of `learner`'s model on engine.device, starting from the learner's
-// current weights (version 0).
+// current weights (version 0); its env b samples as env first_env + b of a
+// whole-batch actor would (a data-parallel rank's share of the envs).
 std::unique_ptr<ActorRole> make_actor(const LearnerRole& learner, const PolicyConfig& cfg,
-                                      const EngineChoice& engine, int num_envs, uint64_t seed);
+                                      const EngineChoice& engine, int num_envs, uint64_t seed,
+                                      int64_t first_env);
 
 // ---- the CUDA side: plugin/cuda_engines.cpp in CUDA builds, plugin/no_cuda_engines.cpp otherwise.
 

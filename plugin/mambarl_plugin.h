@@ -24,7 +24,9 @@ extern "C" {
                                           4: split-phase and device-enqueued actor steps, device chunks;
                                           5: peeks take the envs whose value is needed;
                                           6: load_weights (exported files), greedy actors;
-                                          7: chunks with loss-free context steps */
+                                          7: chunks with loss-free context steps; data-parallel learners
+                                             (collective in create args, actor_create's first_env,
+                                             empty train chunks) */
 #define MAMBARL_PLUGIN_ENTRY "mambarl_plugin_register"
 
 #if defined(__GNUC__)
@@ -68,6 +70,25 @@ typedef struct mambarl_learner_config {
   double adam_beta1, adam_beta2, adam_eps, weight_decay, max_grad_norm;
 } mambarl_learner_config;
 
+/* Data-parallel training (ABI 7): `size` processes ("ranks") each train a
+ * replica of the policy on their share of the envs, and the learner sums
+ * across them through these callbacks, so that every replica takes the same
+ * step as one learner on all the envs would (plugin/DESIGN.md "Data-parallel
+ * training"). Every rank makes the same calls in the same order; each call
+ * returns when the sum is on every rank. The runner owns the transport (MPI);
+ * the plugin never links it. */
+typedef struct mambarl_collective {
+  int32_t rank, size;
+  void* ctx;
+  /* In-place sum of n host doubles (loss statistics, token counts). */
+  mambarl_status (*sum_f64)(void* ctx, double* data, int64_t n);
+  /* In-place sum of the flat gradient, (num_params) f32 on the learner's
+   * device; `stream` is the cudaStream_t to enqueue on for a device view
+   * (a device-side transport such as NCCL), NULL for host memory. */
+  mambarl_status (*sum_gradient)(void* ctx, mambarl_tensor grad, void* stream);
+  const char* (*last_error)(void* ctx);
+} mambarl_collective;
+
 typedef struct mambarl_policy_create_args {
   const char* config_text;       /* the whole experiment YAML, as read from config_file */
   const char* config_file;       /* its path, for error messages */
@@ -79,6 +100,7 @@ typedef struct mambarl_policy_create_args {
   const char* device;            /* "cpu" or "cuda": where the policy's engines run (runtime.device) */
   const char* dtype;             /* "float32" or "bfloat16": the actor's weights (runtime.dtype);
                                     state and accumulation stay float32 */
+  const mambarl_collective* collective; /* NULL: this process trains alone (ABI 7) */
 } mambarl_policy_create_args;
 
 /* One training chunk of B sequences of T steps (plugin/DESIGN.md "The plugin ABI").
@@ -86,6 +108,8 @@ typedef struct mambarl_policy_create_args {
  * the T - L steps before them are context: they carry the recurrent state and
  * the gradient of the later steps' loss through it, and add no loss terms
  * (truncated BPTT longer than the rollout chunk, algo.bptt_len).
+ * With a collective of size > 1, B may be 0 (this rank owns none of the
+ * minibatch's sequences): the call still joins the ranks' sums (ABI 7).
  * Since ABI 4 the views may all be on MAMBARL_DEVICE_CUDA when the policy's
  * learner runs on the GPU (no host round trip; train_step still returns
  * only when the update is done). Mixed devices within one chunk are refused. */
@@ -143,7 +167,11 @@ typedef struct mambarl_policy_vtable {
                                           const char* metadata_json),
                          void* ctx);
 
-  mambarl_status (*actor_create)(mambarl_policy* p, int32_t num_envs, uint64_t seed,
+  /* Env b of the actor samples from the stream that env first_env + b of a
+   * whole-batch actor of the same seed would (ABI 7): a rank owning envs
+   * [first_env, first_env + num_envs) of a data-parallel run acts as the
+   * one-process run does for them. */
+  mambarl_status (*actor_create)(mambarl_policy* p, int32_t num_envs, uint64_t seed, int64_t first_env,
                                  mambarl_actor** out);
   void (*actor_destroy)(mambarl_actor* a);
   const char* (*actor_last_error)(const mambarl_actor* a);

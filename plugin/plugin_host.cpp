@@ -522,9 +522,9 @@ LoadedCheckpoint PolicyHandle::load(const std::string& path) {
 
 void PolicyHandle::load_weights(const std::string& path) { check(vt_->load_weights(p_, path.c_str()), "load_weights"); }
 
-std::unique_ptr<ActorHandle> PolicyHandle::create_actor(int num_envs, uint64_t seed) {
+std::unique_ptr<ActorHandle> PolicyHandle::create_actor(int num_envs, uint64_t seed, int64_t first_env) {
   mambarl_actor* a = nullptr;
-  check(vt_->actor_create(p_, num_envs, seed, &a), "actor_create");
+  check(vt_->actor_create(p_, num_envs, seed, first_env, &a), "actor_create");
   if (a == nullptr) check(MAMBARL_ERROR, "actor_create");
   // Version 0: the actor starts with the policy's weights at creation.
   return std::make_unique<ActorHandle>(vt_, a, num_envs, info_, env_.obs_dim, 0);

@@ -193,7 +193,9 @@ class PolicyHandle {
   // its policy config must be this policy's. On failure the policy is unchanged.
   void load_weights(const std::string& path);
 
-  std::unique_ptr<ActorHandle> create_actor(int num_envs, uint64_t seed);
+  // first_env: the actor's env b samples as env first_env + b of a whole-batch
+  // actor (a data-parallel rank's share of the envs).
+  std::unique_ptr<ActorHandle> create_actor(int num_envs, uint64_t seed, int64_t first_env = 0);
 
  private:
   PolicyHandle(const mambarl_policy_vtable* vt, mambarl_policy* p, const mambarl_env_info& env);

@@ -35,6 +35,9 @@ struct mambarl_policy {
   mambarl_env_info env{};
   mambarl::PolicyConfig cfg;
   mambarl::EngineChoice engine;  // where the learner and the actors run
+  // The host's collective as the learner sees it (null: it trains alone);
+  // declared before the learner, which holds a pointer to it.
+  std::unique_ptr<mambarl::Allreduce> across;
   std::unique_ptr<mambarl::LearnerRole> learner;
   std::string last_error;
 };
@@ -83,6 +86,31 @@ void write_text(char* buf, size_t len, const std::string& s) {
   std::memcpy(buf, s.data(), n);
   buf[n] = '\0';
 }
+
+// ---- data-parallel replicas ----------------------------------------------------------
+
+// The host's mambarl_collective behind the learner's Allreduce seam; a failed
+// sum throws with the host's reason (the transport usually ends the job first).
+class HostCollective final : public Allreduce {
+ public:
+  explicit HostCollective(const mambarl_collective& c) : c_(c) {
+    MAMBARL_CHECK(
+        c.size >= 1 && c.rank >= 0 && c.rank < c.size && c.sum_f64 && c.sum_gradient && c.last_error,
+        "create: collective has rank " << c.rank << " of " << c.size << " or a null function");
+  }
+  int size() const override { return c_.size; }
+  void sum(double* x, size_t n) override { check(c_.sum_f64(c_.ctx, x, static_cast<int64_t>(n)), "sum_f64"); }
+  void sum_gradient(float* g, size_t n) override {
+    check(c_.sum_gradient(c_.ctx, view_f32(g, {static_cast<int64_t>(n)}), nullptr), "sum_gradient");
+  }
+
+ private:
+  void check(mambarl_status st, const char* fn) const {
+    MAMBARL_CHECK(st == MAMBARL_OK,
+                  "collective " << fn << " failed on rank " << c_.rank << ": " << c_.last_error(c_.ctx));
+  }
+  mambarl_collective c_;
+};
 
 // ---- policy types and devices -------------------------------------------------------
 
@@ -230,7 +258,9 @@ mambarl_status create_policy(const PolicyType& type, const mambarl_policy_create
     p->env = args->env;
     p->cfg = cfg;
     p->engine = engine;
-    p->learner = make_learner(cfg, args->env.obs_dim, head, loss, adam, args->seed, engine);
+    if (args->collective && args->collective->size > 1)
+      p->across = std::make_unique<HostCollective>(*args->collective);
+    p->learner = make_learner(cfg, args->env.obs_dim, head, loss, adam, args->seed, engine, p->across.get());
     p->resolved = emit_yaml(cfg.to_yaml());
     *out = p.release();
     return MAMBARL_OK;
@@ -286,8 +316,11 @@ mambarl_status train_step(mambarl_policy* p, const mambarl_chunk* c, double lr, 
     if (c->obs.ndim != 3)
       throw Error("train_step: obs has shape " + shape_string(c->obs) + ", expected (T, B, " + std::to_string(O) + ")");
     const int64_t T = c->obs.shape[0], B = c->obs.shape[1];
-    MAMBARL_CHECK(T >= 1 && B >= 1 && T * B <= (int64_t{1} << 31) - 1,
-                  "train_step: obs has shape " << shape_string(c->obs) << ": T and B must be >= 1 and T*B < 2^31");
+    // A data-parallel replica may own none of a minibatch's sequences (B = 0).
+    const int64_t min_B = s.across ? 0 : 1;
+    MAMBARL_CHECK(T >= 1 && B >= min_B && T * B <= (int64_t{1} << 31) - 1,
+                  "train_step: obs has shape " << shape_string(c->obs) << ": T must be >= 1, B >= " << min_B
+                                               << " and T*B < 2^31");
     // A GPU learner takes a chunk in host or in device memory, the device
     // being obs's; every other tensor must be on the same one (no mixed
     // chunks). A CPU learner takes host memory only.
@@ -421,14 +454,16 @@ mambarl_status load_weights(mambarl_policy* p, const char* path) {
 
 // ---- actor ------------------------------------------------------------------------
 
-mambarl_status actor_create(mambarl_policy* p, int32_t num_envs, uint64_t seed, mambarl_actor** out) {
+mambarl_status actor_create(mambarl_policy* p, int32_t num_envs, uint64_t seed, int64_t first_env,
+                            mambarl_actor** out) {
   return guarded(p, [&](mambarl_policy& s) {
     MAMBARL_CHECK(out != nullptr, "actor_create: null output pointer");
     *out = nullptr;
     MAMBARL_CHECK(num_envs >= 1, "actor_create: num_envs must be >= 1, got " << num_envs);
+    MAMBARL_CHECK(first_env >= 0, "actor_create: first_env must be >= 0, got " << first_env);
     auto a = std::make_unique<mambarl_actor>();
     // Starts with the learner's current weights (version 0).
-    a->actor = make_actor(*s.learner, s.cfg, s.engine, num_envs, seed);
+    a->actor = make_actor(*s.learner, s.cfg, s.engine, num_envs, seed, first_env);
     a->B = num_envs;
     a->obs_dim = s.env.obs_dim;
     a->act_width = act_width(s);

@@ -7,7 +7,8 @@
 
 namespace mambarl {
 
-CpuActor::CpuActor(std::shared_ptr<const ActorCritic<float>> model, int num_envs, uint64_t seed)
+CpuActor::CpuActor(std::shared_ptr<const ActorCritic<float>> model, int num_envs, uint64_t seed,
+                   uint64_t first_env)
     : model_(std::move(model)),
       B_(num_envs),
       params_(model_->layout().size(), 0.0f),
@@ -16,7 +17,8 @@ CpuActor::CpuActor(std::shared_ptr<const ActorCritic<float>> model, int num_envs
       cache_(model_->make_cache()),
       logp_scratch_(static_cast<size_t>(model_->spec().head.action_dim)) {
   MAMBARL_CHECK(num_envs >= 1, "actor: num_envs must be >= 1, got " << num_envs);
-  for (int b = 0; b < num_envs; ++b) rngs_.emplace_back(seed, 0xAC7000 + static_cast<uint64_t>(b));
+  for (int b = 0; b < num_envs; ++b)
+    rngs_.emplace_back(seed, 0xAC7000 + first_env + static_cast<uint64_t>(b));
 }
 
 void CpuActor::set_weights(const float* w, size_t n, long long version) {

@@ -15,7 +15,10 @@ namespace mambarl {
 
 class CpuActor {
  public:
-  CpuActor(std::shared_ptr<const ActorCritic<float>> model, int num_envs, uint64_t seed);
+  // Env b samples from stream first_env + b of `seed`: a data-parallel rank's
+  // envs [first_env, first_env + num_envs) sample as in one whole-batch actor.
+  CpuActor(std::shared_ptr<const ActorCritic<float>> model, int num_envs, uint64_t seed,
+           uint64_t first_env = 0);
 
   int num_envs() const { return B_; }
   void set_weights(const float* w, size_t n, long long version);

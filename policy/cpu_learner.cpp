@@ -7,9 +7,10 @@
 namespace mambarl {
 
 CpuLearner::CpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head,
-                       const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed)
+                       const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed, Allreduce* across)
     : policy_(policy),
       loss_cfg_(loss),
+      across_(across),
       model_(make_actor_critic<float>(policy, obs_dim, head)),
       params_(model_->layout().size()),
       grads_(model_->layout().size()),
@@ -21,16 +22,23 @@ CpuLearner::CpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& 
 TrainResult CpuLearner::train_step(const ChunkView& c, double lr) {
   const auto& spec = model_->spec();
   const int M = c.T * c.B;
-  MAMBARL_CHECK(c.T >= 1 && c.B >= 1, "train_step: empty chunk (T=" << c.T << ", B=" << c.B << ")");
+  // A replica may own none of a minibatch's sequences; it still joins the sums.
+  const bool empty = c.B == 0 && across_ != nullptr;
+  MAMBARL_CHECK(c.T >= 1 && (c.B >= 1 || empty),
+                "train_step: empty chunk (T=" << c.T << ", B=" << c.B << ")");
   MAMBARL_CHECK(c.context_T >= 0 && c.context_T < c.T,
                 "train_step: " << c.context_T << " context steps in a chunk of T=" << c.T);
   MAMBARL_CHECK(!c.on_device,
                 "train_step: the CPU learner reads host memory; this chunk is on a CUDA device");
-  obs_ = ConstMatMap<float>(c.obs, M, spec.obs_dim);
-  state_.assign(c.initial_state, c.initial_state + static_cast<size_t>(c.B) * model_->state_size());
   std::fill(grads_.begin(), grads_.end(), 0.0f);
-
-  model_->forward(params_.data(), obs_, c.episode_start, c.T, c.B, state_.data(), cache_, head_, values_);
+  if (empty) {
+    head_.resize(0, spec.head.action_dim);
+    values_.resize(0);
+  } else {
+    obs_ = ConstMatMap<float>(c.obs, M, spec.obs_dim);
+    state_.assign(c.initial_state, c.initial_state + static_cast<size_t>(c.B) * model_->state_size());
+    model_->forward(params_.data(), obs_, c.episode_start, c.T, c.B, state_.data(), cache_, head_, values_);
+  }
   const ParamId ls = model_->log_std_id();
   ParamView<float> P(model_->layout(), params_.data()), G(model_->layout(), grads_.data());
   // The loss reads the last L = T - context_T steps, rows [Mc, M) time-major;
@@ -40,9 +48,11 @@ TrainResult CpuLearner::train_step(const ChunkView& c, double lr) {
   head_loss_ = head_.bottomRows(Ml);
   values_loss_ = values_.tail(Ml);
   TrainResult r;
+  // With replicas the loss is the whole minibatch's on every replica, so
+  // they all skip, or all step, together.
   r.loss = ppo_loss<float>(spec.head, loss_cfg_, head_loss_, values_loss_, ls >= 0 ? P.ptr(ls) : nullptr,
                            PpoBatch{c.actions, c.old_logp, c.advantages, c.returns}, dhead_loss_,
-                           dvalues_loss_, ls >= 0 ? G.ptr(ls) : nullptr);
+                           dvalues_loss_, ls >= 0 ? G.ptr(ls) : nullptr, across_);
   dhead_.setZero(M, head_.cols());
   dhead_.bottomRows(Ml) = dhead_loss_;
   dvalues_.setZero(M);
@@ -52,7 +62,10 @@ TrainResult CpuLearner::train_step(const ChunkView& c, double lr) {
     r.reason = "loss is not finite (" + std::to_string(r.loss.loss) + ")";
     return r;
   }
-  model_->backward(params_.data(), cache_, dhead_, dvalues_, grads_.data());
+  if (!empty) model_->backward(params_.data(), cache_, dhead_, dvalues_, grads_.data());
+  // The one gradient reduction per minibatch, before the clip: the clip sees
+  // the whole minibatch's norm.
+  if (across_) across_->sum_gradient(grads_.data(), grads_.size());
   r.grad_norm = clip_grad_norm(grads_.data(), grads_.size(), adam_.config().max_grad_norm);
   if (!std::isfinite(r.grad_norm)) {
     r.skipped = true;

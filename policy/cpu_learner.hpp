@@ -44,9 +44,14 @@ struct TrainResult {
 
 class CpuLearner {
  public:
-  CpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head,
-             const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed);
+  // across (may be null, not owned): the data-parallel replicas this learner
+  // sums with (policy/allreduce.hpp); every replica starts from `seed`'s weights.
+  CpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
+             const AdamWConfig& adam, uint64_t seed, Allreduce* across = nullptr);
 
+  // With replicas, `chunk` is this replica's share of the minibatch (B may be
+  // 0); the loss statistics and the gradient are summed before the clip, so
+  // every replica applies the same step.
   TrainResult train_step(const ChunkView& chunk, double lr);
 
   const ActorCritic<float>& model() const { return *model_; }
@@ -69,6 +74,7 @@ class CpuLearner {
  private:
   PolicyConfig policy_;
   PpoLossConfig loss_cfg_;
+  Allreduce* across_;
   std::shared_ptr<ActorCritic<float>> model_;
   AlignedVec<float> params_, grads_;  // flat, model_->layout()
   AdamW<float> adam_;

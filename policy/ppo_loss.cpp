@@ -11,21 +11,28 @@ namespace mambarl {
 
 template <typename S>
 PpoLossMetrics ppo_loss(const HeadSpec& hs, const PpoLossConfig& cfg, const Mat<S>& head,
-                        const Vec<S>& values, const S* log_std, const PpoBatch& batch,
-                        Mat<S>& dhead, Vec<S>& dvalues, S* dlog_std) {
+                        const Vec<S>& values, const S* log_std, const PpoBatch& batch, Mat<S>& dhead,
+                        Vec<S>& dvalues, S* dlog_std, Allreduce* across) {
   const Eigen::Index M = head.rows();
   const int A = hs.action_dim;
-  MAMBARL_CHECK(M > 0 && head.cols() == A && values.size() == M, "ppo_loss: shape mismatch");
+  MAMBARL_CHECK((M > 0 || across) && head.cols() == A && values.size() == M, "ppo_loss: shape mismatch");
   MAMBARL_CHECK(hs.discrete || (log_std && dlog_std), "ppo_loss: Gaussian head needs log_std");
   dhead.setZero(M, A);
   dvalues.resize(M);
 
   // Advantage normalisation over the minibatch (a constant for the gradient).
-  double mean = 0, var = 0;
-  for (Eigen::Index i = 0; i < M; ++i) mean += batch.advantages[i];
-  mean /= static_cast<double>(M);
+  // Two passes as without replicas: the sum and token count first, then the
+  // squared deviations from the whole minibatch's mean.
+  double sum_count[2] = {0, static_cast<double>(M)};
+  for (Eigen::Index i = 0; i < M; ++i) sum_count[0] += batch.advantages[i];
+  if (across) across->sum(sum_count, 2);
+  const double tokens = sum_count[1];
+  MAMBARL_CHECK(tokens > 0, "ppo_loss: no tokens in the minibatch on any replica");
+  const double mean = sum_count[0] / tokens;
+  double var = 0;
   for (Eigen::Index i = 0; i < M; ++i) var += (batch.advantages[i] - mean) * (batch.advantages[i] - mean);
-  const double stdev = std::sqrt(var / static_cast<double>(M));
+  if (across && cfg.normalize_advantages) across->sum(&var, 1);
+  const double stdev = std::sqrt(var / tokens);
   // 1e-8 as CleanRL/SB3: a constant-advantage minibatch gives zero policy gradient, not NaN.
   const auto adv = [&](Eigen::Index i) -> S {
     return cfg.normalize_advantages ? static_cast<S>((batch.advantages[i] - mean) / (stdev + 1e-8))
@@ -33,7 +40,7 @@ PpoLossMetrics ppo_loss(const HeadSpec& hs, const PpoLossConfig& cfg, const Mat<
   };
 
   PpoLossMetrics m;
-  const S inv_M = S(1) / static_cast<S>(M);
+  const S inv_M = S(1) / static_cast<S>(tokens);
   const S eps = static_cast<S>(cfg.clip_eps);
   std::vector<S> logp(static_cast<size_t>(A)), act(static_cast<size_t>(A));  // per-token scratch
   for (Eigen::Index i = 0; i < M; ++i) {
@@ -87,7 +94,13 @@ PpoLossMetrics ppo_loss(const HeadSpec& hs, const PpoLossConfig& cfg, const Mat<
       }
     }
   }
-  const double inv = 1.0 / static_cast<double>(M);
+  if (across) {
+    // The per-token sums over every replica's tokens (loss is set below).
+    double sums[5] = {m.pg_loss, m.v_loss, m.entropy, m.approx_kl, m.clip_frac};
+    across->sum(sums, 5);
+    m = PpoLossMetrics{0, sums[0], sums[1], sums[2], sums[3], sums[4]};
+  }
+  const double inv = 1.0 / tokens;
   m.pg_loss *= inv;
   m.v_loss *= inv;
   m.entropy *= inv;
@@ -98,10 +111,10 @@ PpoLossMetrics ppo_loss(const HeadSpec& hs, const PpoLossConfig& cfg, const Mat<
 }
 
 template PpoLossMetrics ppo_loss<float>(const HeadSpec&, const PpoLossConfig&, const Mat<float>&,
-                                        const Vec<float>&, const float*, const PpoBatch&,
-                                        Mat<float>&, Vec<float>&, float*);
-template PpoLossMetrics ppo_loss<double>(const HeadSpec&, const PpoLossConfig&,
-                                         const Mat<double>&, const Vec<double>&, const double*,
-                                         const PpoBatch&, Mat<double>&, Vec<double>&, double*);
+                                        const Vec<float>&, const float*, const PpoBatch&, Mat<float>&,
+                                        Vec<float>&, float*, Allreduce*);
+template PpoLossMetrics ppo_loss<double>(const HeadSpec&, const PpoLossConfig&, const Mat<double>&,
+                                         const Vec<double>&, const double*, const PpoBatch&, Mat<double>&,
+                                         Vec<double>&, double*, Allreduce*);
 
 }  // namespace mambarl

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "policy/actor_critic.hpp"
+#include "policy/allreduce.hpp"
 
 namespace mambarl {
 
@@ -30,17 +31,21 @@ struct PpoBatch {
 // head (M, A), values (M); writes dhead (M, A), dvalues (M) and, for a
 // Gaussian head, adds d/d log σ into dlog_std (A). log_std is null for
 // categorical heads.
+// `across` (may be null): this is one replica's share of a minibatch split
+// over data-parallel replicas (policy/allreduce.hpp). The advantage mean and
+// std, the token count the loss is averaged over and the metrics are then the
+// whole minibatch's, so the replicas' gradients sum to the whole one's; the
+// share may be empty (M = 0).
 template <typename S>
 PpoLossMetrics ppo_loss(const HeadSpec& head_spec, const PpoLossConfig& cfg, const Mat<S>& head,
-                        const Vec<S>& values, const S* log_std, const PpoBatch& batch,
-                        Mat<S>& dhead, Vec<S>& dvalues, S* dlog_std);
+                        const Vec<S>& values, const S* log_std, const PpoBatch& batch, Mat<S>& dhead,
+                        Vec<S>& dvalues, S* dlog_std, Allreduce* across = nullptr);
 
-extern template PpoLossMetrics ppo_loss<float>(const HeadSpec&, const PpoLossConfig&,
-                                               const Mat<float>&, const Vec<float>&, const float*,
-                                               const PpoBatch&, Mat<float>&, Vec<float>&, float*);
-extern template PpoLossMetrics ppo_loss<double>(const HeadSpec&, const PpoLossConfig&,
-                                                const Mat<double>&, const Vec<double>&,
-                                                const double*, const PpoBatch&, Mat<double>&,
-                                                Vec<double>&, double*);
+extern template PpoLossMetrics ppo_loss<float>(const HeadSpec&, const PpoLossConfig&, const Mat<float>&,
+                                               const Vec<float>&, const float*, const PpoBatch&, Mat<float>&,
+                                               Vec<float>&, float*, Allreduce*);
+extern template PpoLossMetrics ppo_loss<double>(const HeadSpec&, const PpoLossConfig&, const Mat<double>&,
+                                                const Vec<double>&, const double*, const PpoBatch&,
+                                                Mat<double>&, Vec<double>&, double*, Allreduce*);
 
 }  // namespace mambarl

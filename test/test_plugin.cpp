@@ -228,9 +228,9 @@ BOOST_AUTO_TEST_CASE(factory_with_wrong_abi_version) {
   BOOST_TEST(r.policy_names().empty());
 }
 
-// Plugins built before the bump to ABI 7 (their train_step reads chunks
-// whose loss arrays span every step) are refused by name, whether the entry
-// point or a factory says so.
+// Plugins built before the bump to ABI 7 (their train_step reads loss arrays
+// over every step, their actor_create has no first_env) are refused by name,
+// whether the entry point or a factory says so.
 BOOST_AUTO_TEST_CASE(plugins_of_the_previous_abi_are_refused) {
   BOOST_TEST(MAMBARL_PLUGIN_ABI_VERSION == 7u);
   PluginRegistry r;
@@ -442,7 +442,7 @@ BOOST_AUTO_TEST_CASE(actor_act_names_the_bad_argument) {
   BOOST_REQUIRE(f.create(&args.get(), &p, err, sizeof err) == MAMBARL_OK);
   const mambarl_policy_vtable& v = *f.vtable;
   mambarl_actor* a = nullptr;
-  BOOST_REQUIRE(v.actor_create(p, 8, 1, &a) == MAMBARL_OK);
+  BOOST_REQUIRE(v.actor_create(p, 8, 1, 0, &a) == MAMBARL_OK);
   std::vector<float> obs(8 * 5), act(8), logp(8), val(8);
   std::vector<uint8_t> starts(8, 1);
   const auto call = [&](mambarl_tensor o, mambarl_tensor s, mambarl_tensor ac) {
@@ -551,7 +551,7 @@ BOOST_AUTO_TEST_CASE(act_end_with_bad_outputs_can_be_retried) {
   BOOST_REQUIRE(f.create(&args.get(), &p, err, sizeof err) == MAMBARL_OK);
   const mambarl_policy_vtable& v = *f.vtable;
   mambarl_actor* a = nullptr;
-  BOOST_REQUIRE(v.actor_create(p, 3, 1, &a) == MAMBARL_OK);
+  BOOST_REQUIRE(v.actor_create(p, 3, 1, 0, &a) == MAMBARL_OK);
   std::vector<float> obs(3 * kObs, 0.5f), act(3), logp(3), val(3);
   std::vector<uint8_t> starts(3, 1);
   BOOST_TEST(v.actor_act_begin(a, view_f32(obs.data(), {3, 5}), view_u8(starts.data(), {3})) ==
@@ -580,7 +580,7 @@ BOOST_AUTO_TEST_CASE(enqueue_on_a_cpu_actor_is_unsupported) {
   BOOST_REQUIRE(f.create(&args.get(), &p, err, sizeof err) == MAMBARL_OK);
   const mambarl_policy_vtable& v = *f.vtable;
   mambarl_actor* a = nullptr;
-  BOOST_REQUIRE(v.actor_create(p, 2, 1, &a) == MAMBARL_OK);
+  BOOST_REQUIRE(v.actor_create(p, 2, 1, 0, &a) == MAMBARL_OK);
   mambarl_policy_info info{};
   BOOST_REQUIRE(v.info(p, &info) == MAMBARL_OK);
   // Well-formed views claiming device memory: the CPU actor never reads them.

@@ -20,6 +20,7 @@
 #include "tools/memory_estimate.hpp"
 #include "tools/metrics_log.hpp"
 #include "tools/policy_session.hpp"
+#include "tools/ranks.hpp"
 #include "tools/trainer.hpp"
 
 using namespace mambarl;
@@ -772,4 +773,23 @@ BOOST_AUTO_TEST_CASE(env_backend_cuda_config_errors) {
   BOOST_TEST(text.find(line) != std::string::npos);
   BOOST_TEST(text.find(" envs on the CPU,") != std::string::npos);
   fs::remove_all(dir);
+}
+
+// A build without MPI started by mpirun as one of several ranks refuses to
+// run, saying why (each rank would otherwise train alone on all the envs).
+// With MPI, test_mpi runs the ranks instead.
+BOOST_AUTO_TEST_CASE(several_ranks_without_mpi_are_refused) {
+  if (built_with_mpi()) {
+    BOOST_TEST_MESSAGE("this build has MPI: test_mpi runs several ranks");
+    return;
+  }
+  ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  const std::string msg = error_of([] { make_ranks(); });
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  BOOST_TEST(
+      msg.find("this process is one of 2 ranks (launched by mpirun), but this build of mambarl has no MPI") !=
+          std::string::npos,
+      msg);
+  BOOST_TEST(launched_ranks() == 1);
+  BOOST_TEST(make_ranks()->size() == 1);
 }

@@ -21,6 +21,7 @@
 #include "tools/bench_train_gpu.hpp"
 #endif
 #include "tools/experiment.hpp"
+#include "tools/ranks.hpp"
 #include "tools/svg_plot.hpp"
 #include "tools/trainer.hpp"
 
@@ -189,22 +190,26 @@ struct E2eResult {
 // sync mode, for `updates` updates of chunk_len 32. Besides the whole run's
 // rate, the steady state: env steps per second between the end of update
 // `warmup` and the last one, which leaves out start-up (plugin load, model init, graph
-// captures, the first update's lazy CUDA setup).
+// captures, the first update's lazy CUDA setup). Under several data-parallel
+// ranks (`mpirun -np N mambarl bench e2e`), num_envs is split over them and
+// rank 0 also reports the gradient all-reduce's share of the learner's time;
+// the other ranks return an empty json.
 E2eResult bench_e2e(const std::string& env, const std::string& type, int num_envs, const std::string& device,
-                    const std::string& env_backend, int updates, int warmup) {
+                    const std::string& env_backend, int updates, int warmup, Ranks& ranks) {
   MAMBARL_CHECK(updates > warmup && warmup >= 1,
                 "bench e2e: need more updates (" << updates << ") than warm-up updates (" << warmup << ")");
   const auto dir = std::filesystem::temp_directory_path() /
                    ("mambarl_bench_" + env + "_" + type + "_" + device + "_" + env_backend + "_" +
                     std::to_string(num_envs));
-  // The run's folder goes whatever happens below (a failed check included).
+  // The run's folder goes whatever happens below (a failed check included);
+  // rank 0 writes it, and removes it.
   struct RemoveOnExit {
     std::filesystem::path p;
     ~RemoveOnExit() {
       std::error_code ec;
-      std::filesystem::remove_all(p, ec);
+      if (!p.empty()) std::filesystem::remove_all(p, ec);
     }
-  } cleanup{dir};
+  } cleanup{ranks.is_root() ? dir : std::filesystem::path()};
   constexpr int kChunk = 32;
   std::ostringstream y;
   y << "env: {type: " << env << ", num_envs: " << num_envs << ", backend: " << env_backend << "}\n"
@@ -217,7 +222,11 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
   std::ostringstream sink;
   TrainOptions opts;
   opts.force = true;  // the folder is the bench's own: one a killed bench left is replaced
+  opts.ranks = &ranks;
+  const double gradient_sum_before = ranks.gradient_sum_seconds();
   const TrainSummary s = run_training(exp, opts, sink);
+  const double gradient_sum_s = ranks.gradient_sum_seconds() - gradient_sum_before;
+  if (!ranks.is_root()) return E2eResult{};
   // A cuda run without a usable GPU falls back to the CPU: not what was asked to be measured.
   const bool on_gpu = sink.str().find(", device cuda (actors and learner),") != std::string::npos;
   MAMBARL_CHECK(device != "cuda" || on_gpu, "bench e2e --device cuda: the run did not train on the GPU:\n"
@@ -238,6 +247,8 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
     learn_s += rows[i].learn_s;
   }
   const double steady = static_cast<double>(rows.size()) - warmup;
+  double all_learn_s = 0;  // the gradient sums of every update happened inside these
+  for (const Progress& p : rows) all_learn_s += p.learn_s;
   r.fields = {{"env", env},
               {"policy", type},
               {"device", device},
@@ -255,17 +266,23 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
               {"steady_collect_ms", 1e3 * collect_s / steady},
               {"steady_learn_ms", 1e3 * learn_s / steady},
               {"overlap_envs", s.overlap_envs}};
+  if (ranks.size() > 1) {
+    r.fields["ranks"] = ranks.size();
+    r.fields["gradient_allreduce_ms_per_update"] = 1e3 * gradient_sum_s / static_cast<double>(rows.size());
+    r.fields["gradient_allreduce_share_of_learn"] = gradient_sum_s / all_learn_s;
+  }
   return r;
 }
 
-// Every env x policy at each of `num_envs`: appended to `results`, their fields returned as an array.
+// Every env x policy at each of `num_envs`: appended to `results`, their
+// fields returned as an array (of empty fields on ranks other than 0).
 json run_e2e(std::vector<E2eResult>& results, const std::vector<int>& num_envs, const std::string& device,
-             const std::string& env_backend, int updates, int warmup) {
+             const std::string& env_backend, int updates, int warmup, Ranks& ranks) {
   json fields = json::array();
   for (int n : num_envs)
     for (const char* env : {"cartpole", "stateless_cartpole"})
       for (const char* t : {"mamba1", "mamba3"}) {
-        results.push_back(bench_e2e(env, t, n, device, env_backend, updates, warmup));
+        results.push_back(bench_e2e(env, t, n, device, env_backend, updates, warmup, ranks));
         fields.push_back(results.back().fields);
       }
   return fields;
@@ -311,9 +328,9 @@ std::vector<GpuTrainShape> parse_train_shape(const std::string& s) {
 }
 #endif
 
-}  // namespace
-
-int run_bench(const BenchOptions& o, std::ostream& out) {
+// One bench after its arguments were checked; `out` is where this rank prints
+// (a silent stream on ranks other than 0).
+int bench_what(const BenchOptions& o, Ranks& ranks, std::ostream& out) {
   const std::string& what = o.what;
   const std::string& device = o.device;
   const int reps = o.reps;
@@ -334,9 +351,9 @@ int run_bench(const BenchOptions& o, std::ostream& out) {
       json report = {{"bench", "e2e"}, {"device", "cuda"}, {"mode", "sync"}, {"env_backend", env_backend}};
       json& results = report["results"] = json::array();
       if (env_backend != "cuda")
-        for (json& r : run_e2e(e2e, {1024, 4096, 16384}, "cuda", "cpu", reps ? reps : 12, 2)) results.push_back(r);
+        for (json& r : run_e2e(e2e, {1024, 4096, 16384}, "cuda", "cpu", reps ? reps : 12, 2, ranks)) results.push_back(r);
       if (env_backend != "cpu")
-        for (json& r : run_e2e(e2e, {1024, 4096, 16384, 65536}, "cuda", "cuda", reps ? reps : 12, 2))
+        for (json& r : run_e2e(e2e, {1024, 4096, 16384, 65536}, "cuda", "cuda", reps ? reps : 12, 2, ranks))
           results.push_back(r);
       if (env_backend != "cuda")
         report["cpu_envs_65536"] =
@@ -344,7 +361,7 @@ int run_bench(const BenchOptions& o, std::ostream& out) {
             "GPU each step, so 65536 CPU envs measure that thread, not the runner; GPU-resident envs are the "
             "path for that size";
       std::vector<E2eResult> baseline;
-      report["cpu_baseline"] = run_e2e(baseline, {1024}, "cpu", "cpu", 4, 1);
+      report["cpu_baseline"] = run_e2e(baseline, {1024}, "cpu", "cpu", 4, 1, ranks);
       if (!plot.empty()) {
         plot_e2e(plot, e2e);
         report["plot"] = plot;
@@ -372,14 +389,27 @@ int run_bench(const BenchOptions& o, std::ostream& out) {
     for (const char* t : {"mamba1", "mamba3", "gru", "mlp"}) shapes.push_back({t, 64, 128, 2, 64});
     report["results"] = results_of(shapes, [&](const Shape& s) { return bench_train_cpu(s, reps ? reps : 10); });
   } else {
-    report["results"] = run_e2e(e2e, {64}, "cpu", "cpu", reps ? reps : 8, 2);
-    if (!plot.empty()) {
+    report["results"] = run_e2e(e2e, {64}, "cpu", "cpu", reps ? reps : 8, 2, ranks);
+    if (!plot.empty() && ranks.is_root()) {
       plot_e2e(plot, e2e);
       report["plot"] = plot;
     }
   }
   print(out, report);
   return 0;
+}
+
+}  // namespace
+
+int run_bench(const BenchOptions& o, std::ostream& out) {
+  // `mpirun -np N mambarl bench e2e` (CPU) trains as N ranks; rank 0 prints.
+  // The other benches time one process.
+  MAMBARL_USER_CHECK(launched_ranks() == 1 || (o.what == "e2e" && o.device == "cpu"),
+                     "bench " << o.what << (o.device == "cuda" ? " --device cuda" : "")
+                              << ": runs in one process; only `bench e2e` on the CPU runs under mpirun");
+  const std::unique_ptr<Ranks> ranks = make_ranks();
+  std::ostream silent(nullptr);
+  return on_every_rank(*ranks, "bench", [&] { return bench_what(o, *ranks, ranks->is_root() ? out : silent); });
 }
 
 }  // namespace mambarl

@@ -4,8 +4,9 @@
 # outside the distribution's package archive.
 set -euo pipefail
 # clang-14 + libclang-rt-14-dev: libFuzzer and its sanitizer runtimes (tools/fuzz.sh).
+# libopenmpi-dev + openmpi-bin: data-parallel training under mpirun (optional at build time).
 packages=(cmake ninja-build g++ libeigen3-dev libyaml-cpp-dev libboost-test-dev libcli11-dev nlohmann-json3-dev
-  clang-14 libclang-rt-14-dev)
+          clang-14 libclang-rt-14-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -43,19 +43,26 @@ UpdateStats run_minibatches(const AlgoConfig& algo, int B, Rng& rng, std::vector
 }
 
 LearnerLoop::LearnerLoop(PolicyHandle& policy, const AlgoConfig& algo, uint64_t seed, int num_workers,
-                         int envs_per_worker)
-    : policy_(policy), algo_(algo), rng_(make_shuffle_rng(seed)), scaler_(algo.gamma, num_workers, envs_per_worker) {}
+                         int envs_per_worker, Ranks& ranks)
+    : policy_(policy),
+      algo_(algo),
+      ranks_(ranks),
+      rng_(make_shuffle_rng(seed)),
+      scaler_(algo.gamma, num_workers, envs_per_worker) {}
 
 UpdateStats LearnerLoop::learn(Chunk& c, double lr) {
   if (algo_.normalize_rewards)
-    scaler_.scale(c.worker, c.T, c.B, c.rewards.data(), c.terminated.data(), c.truncated.data());
+    scaler_.scale(c.worker, c.T, c.B, c.rewards.data(), c.terminated.data(), c.truncated.data(), &ranks_);
   compute_gae(GaeInputs{c.T, c.B, c.rewards.data(), c.values.data(), c.terminated.data(),
                         c.truncated.data(), c.final_values.data(), c.next_values.data()},
               algo_.gamma, algo_.gae_lambda, c.advantages.data(), c.returns.data());
 
   // Each sequence: the context_T steps of the previous chunks, then the
-  // chunk's T; the loss arrays cover the chunk's T only.
-  const int T = c.T, Tc = c.context_T, Tall = Tc + T, Bm = c.B / algo_.minibatches, O = c.obs_dim,
+  // chunk's T; the loss arrays cover the chunk's T only. Under several ranks
+  // every rank draws the same shuffle of the global columns and trains on
+  // the ones it owns.
+  const int global_B = c.B * ranks_.size(), first = c.B * ranks_.rank();
+  const int T = c.T, Tc = c.context_T, Tall = Tc + T, Bm = global_B / algo_.minibatches, O = c.obs_dim,
             W = c.act_width;
   const size_t S = c.state_size, n = static_cast<size_t>(T) * Bm, n_all = static_cast<size_t>(Tall) * Bm;
   obs_.resize(n_all * O);
@@ -66,24 +73,29 @@ UpdateStats LearnerLoop::learn(Chunk& c, double lr) {
   ret_.resize(n);
   init_state_.resize(static_cast<size_t>(Bm) * S);
 
-  return run_minibatches(algo_, c.B, rng_, order_, [&](const int* cols, int) {
+  return run_minibatches(algo_, global_B, rng_, order_, [&](const int* global_cols, int) {
+    mine_.clear();
     for (int j = 0; j < Bm; ++j)
+      if (global_cols[j] >= first && global_cols[j] < first + c.B) mine_.push_back(global_cols[j] - first);
+    const int* cols = mine_.data();
+    const int k = static_cast<int>(mine_.size());  // == Bm in one process
+    for (int j = 0; j < k; ++j)
       std::copy_n(c.initial_state.begin() + static_cast<std::ptrdiff_t>(cols[j] * S), S,
                   init_state_.begin() + static_cast<std::ptrdiff_t>(j * S));
     // Time-major: each step's reads stay inside one (B)-row of the chunk
     // (env-major walked B rows apart per element: 46 against 29 ms for a
     // 32 x 16384 chunk on the 2-core build machine, state copy included).
     for (int t = 0; t < Tc; ++t)
-      for (int j = 0; j < Bm; ++j) {
-        const size_t src = static_cast<size_t>(t) * c.B + cols[j], dst = static_cast<size_t>(t) * Bm + j;
+      for (int j = 0; j < k; ++j) {
+        const size_t src = static_cast<size_t>(t) * c.B + cols[j], dst = static_cast<size_t>(t) * k + j;
         std::copy_n(c.context_obs.begin() + static_cast<std::ptrdiff_t>(src * O), O,
                     obs_.begin() + static_cast<std::ptrdiff_t>(dst * O));
         starts_[dst] = c.context_starts[src];
       }
     for (int t = 0; t < T; ++t)
-      for (int j = 0; j < Bm; ++j) {
-        const size_t src = static_cast<size_t>(t) * c.B + cols[j], dst = static_cast<size_t>(t) * Bm + j;
-        const size_t dst_all = dst + static_cast<size_t>(Tc) * Bm;
+      for (int j = 0; j < k; ++j) {
+        const size_t src = static_cast<size_t>(t) * c.B + cols[j], dst = static_cast<size_t>(t) * k + j;
+        const size_t dst_all = dst + static_cast<size_t>(Tc) * k;
         std::copy_n(c.obs.begin() + static_cast<std::ptrdiff_t>(src * O), O, obs_.begin() + static_cast<std::ptrdiff_t>(dst_all * O));
         starts_[dst_all] = c.starts[src];
         std::copy_n(c.actions.begin() + static_cast<std::ptrdiff_t>(src * W), W, actions_.begin() + static_cast<std::ptrdiff_t>(dst * W));
@@ -92,13 +104,13 @@ UpdateStats LearnerLoop::learn(Chunk& c, double lr) {
         ret_[dst] = c.returns[src];
       }
     mambarl_chunk mc{};
-    mc.obs = view_f32(obs_.data(), {Tall, Bm, O});
-    mc.actions = view_f32(actions_.data(), {T, Bm, W});
-    mc.old_logp = view_f32(logp_.data(), {T, Bm});
-    mc.advantages = view_f32(adv_.data(), {T, Bm});
-    mc.returns = view_f32(ret_.data(), {T, Bm});
-    mc.episode_start = view_u8(starts_.data(), {Tall, Bm});
-    mc.initial_state = view_f32(init_state_.data(), {Bm, static_cast<int64_t>(S)});
+    mc.obs = view_f32(obs_.data(), {Tall, k, O});
+    mc.actions = view_f32(actions_.data(), {T, k, W});
+    mc.old_logp = view_f32(logp_.data(), {T, k});
+    mc.advantages = view_f32(adv_.data(), {T, k});
+    mc.returns = view_f32(ret_.data(), {T, k});
+    mc.episode_start = view_u8(starts_.data(), {Tall, k});
+    mc.initial_state = view_f32(init_state_.data(), {k, static_cast<int64_t>(S)});
     return policy_.train_step(mc, lr);
   });
 }

@@ -35,10 +35,15 @@ using MinibatchStep = std::function<TrainMetrics(const int* cols, int Bm)>;
 UpdateStats run_minibatches(const AlgoConfig& algo, int B, Rng& rng, std::vector<int>& order,
                             const MinibatchStep& train);
 
+// Under data-parallel ranks (tools/ranks.hpp) a chunk holds this rank's B
+// envs, the global columns [rank * B, (rank + 1) * B) of the N * B: every
+// rank draws the same shuffle of all N * B columns and trains on its own
+// columns of each minibatch (possibly none), in the shuffled order; the
+// policy's learner sums across the ranks.
 class LearnerLoop {
  public:
   LearnerLoop(PolicyHandle& policy, const AlgoConfig& algo, uint64_t seed, int num_workers,
-              int envs_per_worker);
+              int envs_per_worker, Ranks& ranks);
   // Scales the chunk's rewards (if algo.normalize_rewards), computes GAE, and
   // runs epochs × minibatches of train_step.
   UpdateStats learn(Chunk& chunk, double lr);
@@ -48,9 +53,11 @@ class LearnerLoop {
  private:
   PolicyHandle& policy_;
   AlgoConfig algo_;
+  Ranks& ranks_;
   Rng rng_;
   RewardScaler scaler_;
-  std::vector<int> order_;  // (B) shuffled columns
+  std::vector<int> order_;  // (N * B) shuffled global columns
+  std::vector<int> mine_;   // this rank's columns of one minibatch, local indices
   // One minibatch, gathered (T, Bm, ...) time-major.
   std::vector<float> obs_, actions_, logp_, adv_, ret_, init_state_;
   std::vector<uint8_t> starts_;

@@ -7,6 +7,7 @@
 // exit 2, a command that fails exits 1.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "tools/evaluate.hpp"
 #include "tools/export.hpp"
 #include "tools/plot_runs.hpp"
+#include "tools/ranks.hpp"
 #include "tools/stop_signals.hpp"
 #include "tools/sweep.hpp"
 #include "tools/sweep_main.hpp"
@@ -66,6 +68,9 @@ CLI::App* add_train(CLI::App& app, TrainCommand& c) {
       "holds an earlier run's checkpoint or metrics is refused unless --resume continues it or --force\n"
       "replaces it. Ctrl-C (SIGINT) or SIGTERM stops after the update in flight, writing the checkpoint,\n"
       "metrics and curve, and exits 130 / 143; a second Ctrl-C exits at once.\n"
+      "Under mpirun -np N (a build with MPI, sync mode, CPU): N data-parallel ranks of env.num_envs / N\n"
+      "envs each, training as one process on all the envs would; rank 0 writes the run's files\n"
+      "(README.md, \"Training on several processes\").\n"
       "Ends with: final mean_return=<x> env_steps=<n> wall_s=<s>");
   return cmd;
 }
@@ -85,9 +90,18 @@ void reclaim_override_from_resume(const CLI::App& cmd, TrainCommand& c) {
 }
 
 int run_train(int argc, char** argv, const TrainCommand& c) {
-  const auto exp = mambarl::load_experiment(c.config, c.overrides);
+  // Under mpirun -np N: rank 0 speaks (log and summary), the others are silent
+  // unless they fail; an error on any rank ends every rank, naming it.
+  const std::unique_ptr<mambarl::Ranks> ranks = mambarl::make_ranks();
+  mambarl::TrainOptions opts = c.opts;
+  opts.ranks = ranks.get();
+  std::ostream silent(nullptr);
+  std::ostream& out = ranks->is_root() ? std::cout : silent;
+  const auto exp =
+      mambarl::on_every_rank(*ranks, "train", [&] { return mambarl::load_experiment(c.config, c.overrides); });
   const mambarl::StopOnSignals stop_on_signals;
-  const auto s = mambarl::run_training(exp, c.opts, std::cout);
+  const auto s = mambarl::on_every_rank(*ranks, "train", [&] { return mambarl::run_training(exp, opts, out); });
+  if (!ranks->is_root()) return s.stopped_by_signal == 0 ? 0 : 128 + s.stopped_by_signal;
   std::cout << "learning curve: " << s.curve << "\ncheckpoint: " << s.checkpoint << "\nmetrics: " << s.metrics
             << "\n";
   std::cout << "final mean_return=" << s.mean_return << " env_steps=" << s.env_steps << " wall_s=" << s.wall_s

@@ -44,7 +44,15 @@ class PluginVecEnv final : public VecEnv {
 
   const EnvSpec& spec() const override { return spec_; }
   int num_envs() const override { return B_; }
-  void reset(uint64_t seed) override { check(f_.reset(env_, seed), "reset"); }
+  void reset(uint64_t seed, uint64_t first_env = 0) override {
+    // The env ABI's reset seeds env b with stream b: it has no offset.
+    MAMBARL_USER_CHECK(first_env == 0,
+                       "env.type: " << spec_.id
+                                    << " is a plugin env, which cannot be split "
+                                       "across data-parallel ranks (its ABI reset has no first "
+                                       "env); run it in one process");
+    check(f_.reset(env_, seed), "reset");
+  }
   void step(const float* actions) override { check(f_.step(env_, actions), "step"); }
   const float* obs() const override { return desc_.obs; }
   const float* final_obs() const override { return desc_.final_obs; }

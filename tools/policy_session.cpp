@@ -49,7 +49,8 @@ void resolve_device(PolicySession& s, const Experiment& exp, const mambarl_polic
 
 }  // namespace
 
-void create_policy(PolicySession& session, const Experiment& exp, const EnvSpec& env) {
+void create_policy(PolicySession& session, const Experiment& exp, const EnvSpec& env,
+                   const mambarl_collective* collective) {
   PolicySession* s = &session;
   const ConfigNode policy = exp.section("policy");
   const std::string type = policy.get<std::string>("type", "mamba1");
@@ -80,6 +81,7 @@ void create_policy(PolicySession& session, const Experiment& exp, const EnvSpec&
   args.seed = exp.runtime.seed;
   args.device = s->device.c_str();
   args.dtype = exp.runtime.dtype.c_str();
+  args.collective = collective;
   s->policy = PolicyHandle::create(f, args);
   s->info = s->policy->info();
 }

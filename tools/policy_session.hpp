@@ -32,7 +32,10 @@ std::unique_ptr<PolicySession> load_plugins(const Experiment& exp);
 // machine or build cannot run (probe: MAMBARL_ERROR) falls back to cpu and
 // sets device_note; cuda that the policy type never runs (MAMBARL_UNSUPPORTED)
 // is a config error, as is runtime.dtype bfloat16 on the CPU.
-void create_policy(PolicySession& session, const Experiment& exp, const EnvSpec& env);
+// collective (may be null): the data-parallel ranks the learner sums with
+// (tools/ranks.hpp); it must outlive the policy.
+void create_policy(PolicySession& session, const Experiment& exp, const EnvSpec& env,
+                   const mambarl_collective* collective = nullptr);
 
 // Builds the env and the policy of an experiment and throws on the first
 // problem (what `mambarl train --check` and the config tests run).

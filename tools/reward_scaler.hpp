@@ -8,7 +8,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
+
+#include "tools/ranks.hpp"
 
 namespace mambarl {
 
@@ -18,19 +21,40 @@ class RewardScaler {
       : gamma_(gamma), returns_(static_cast<size_t>(num_workers) * envs_per_worker, 0.0), B_(envs_per_worker) {}
 
   // Scales rewards (T, B) of one worker's chunk in place, in time order.
-  void scale(int worker, int T, int B, float* rewards, const uint8_t* terminated, const uint8_t* truncated) {
+  // Under several data-parallel ranks each holds its envs' running returns
+  // and the statistics see every rank's, in the one-process order (step t:
+  // rank 0's envs, then rank 1's, ...), so every rank keeps the same
+  // statistics as the one-process run. ranks null: one process.
+  void scale(int worker, int T, int B, float* rewards, const uint8_t* terminated, const uint8_t* truncated,
+             Ranks* ranks = nullptr) {
+    // The discounted returns do not depend on the statistics: all of them first.
     double* G = returns_.data() + static_cast<size_t>(worker) * B_;
-    for (int t = 0; t < T; ++t) {
-      for (int b = 0; b < B; ++b) {
-        G[b] = gamma_ * G[b] + rewards[t * B + b];
-        update(G[b]);
-      }
-      const double inv_std = 1.0 / std::sqrt(var_ + 1e-8);
+    g_.resize(static_cast<size_t>(T) * B);  // (T, B)
+    for (int t = 0; t < T; ++t)
       for (int b = 0; b < B; ++b) {
         const int i = t * B + b;
-        rewards[i] = static_cast<float>(rewards[i] * inv_std);
+        G[b] = gamma_ * G[b] + rewards[i];
+        g_[static_cast<size_t>(i)] = G[b];
         if (terminated[i] || truncated[i]) G[b] = 0.0;
       }
+    const double* all = g_.data();  // (N, T, B): every rank's returns
+    int n = 1;
+    if (ranks != nullptr && ranks->size() > 1) {
+      std::vector<uint8_t> mine(g_.size() * sizeof(double));
+      std::memcpy(mine.data(), g_.data(), mine.size());
+      all_.clear();
+      for (const auto& bytes : ranks->all_gather(mine)) {
+        all_.resize(all_.size() + bytes.size() / sizeof(double));
+        std::memcpy(all_.data() + all_.size() - bytes.size() / sizeof(double), bytes.data(), bytes.size());
+      }
+      all = all_.data();
+      n = ranks->size();
+    }
+    for (int t = 0; t < T; ++t) {
+      for (int r = 0; r < n; ++r)
+        for (int b = 0; b < B; ++b) update(all[(static_cast<size_t>(r) * T + t) * B + b]);
+      const double inv_std = 1.0 / std::sqrt(var_ + 1e-8);
+      for (int b = 0; b < B; ++b) rewards[t * B + b] = static_cast<float>(rewards[t * B + b] * inv_std);
     }
   }
 
@@ -58,6 +82,8 @@ class RewardScaler {
 
   double gamma_;
   std::vector<double> returns_;  // (workers, B) discounted return of the running episode
+  std::vector<double> g_;        // (T, B) scratch: one chunk's discounted returns
+  std::vector<double> all_;      // (N, T, B) scratch: every rank's, under N > 1 ranks
   int B_;
   double mean_ = 0, var_ = 1, count_ = 0;
 };

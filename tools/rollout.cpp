@@ -53,7 +53,7 @@ RolloutWorker::RolloutWorker(std::vector<RolloutLane> lanes, int chunk_len, int 
   }
   obs_.assign(static_cast<size_t>(B_) * O, 0.0f);
   for (auto& l : lanes_) {
-    l.env->reset(l.env_seed);
+    l.env->reset(l.env_seed, l.first_env);
     std::copy(l.env->obs(), l.env->obs() + static_cast<size_t>(l.B) * O,
               obs_.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(l.col0) * O));
   }

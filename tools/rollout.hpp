@@ -27,11 +27,12 @@
 namespace mambarl {
 
 // One lane's envs and the actor that steps them; the envs are reset with
-// env_seed when the worker is built.
+// env_seed (and first_env: VecEnv::reset) when the worker is built.
 struct RolloutLane {
   std::unique_ptr<VecEnv> env;
   std::unique_ptr<ActorHandle> actor;
   uint64_t env_seed = 0;
+  uint64_t first_env = 0;
 };
 
 class RolloutWorker {

@@ -73,6 +73,20 @@ bool overlap_envs(const RuntimeConfig& rt, const ConfigNode& rtn, const std::str
 constexpr const char* kCheckpointFile = "checkpoint.safetensors";
 constexpr const char* kRunFiles[] = {kCheckpointFile, "metrics.csv", "metrics.jsonl", "curve.svg", "config.yaml"};
 
+// A vector's elements as bytes and back, for gathering them across ranks.
+template <typename T>
+std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(T));
+  if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+template <typename T>
+std::vector<T> values_of(const std::vector<uint8_t>& b) {
+  std::vector<T> v(b.size() / sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), b.data(), v.size() * sizeof(T));
+  return v;
+}
+
 // Versioned weights the learner publishes and actors copy before a chunk.
 struct WeightsBoard {
   std::mutex m;
@@ -86,13 +100,13 @@ struct RunState {
   long long update = 0, env_steps = 0, episodes = 0, version = 0, dropped = 0;
   double wall_s = 0, max_return = -INFINITY;
   std::deque<float> window;  // last return_window episode returns
-  void add_episodes(const Chunk& c, int window_size) {
-    for (float r : c.episode_returns) {
+  void add_episodes(const std::vector<float>& returns, int window_size) {
+    for (float r : returns) {
       window.push_back(r);
       if (static_cast<int>(window.size()) > window_size) window.pop_front();
       max_return = std::max(max_return, static_cast<double>(r));
     }
-    episodes += static_cast<long long>(c.episode_returns.size());
+    episodes += static_cast<long long>(returns.size());
   }
   double mean_return() const {
     return window.empty() ? NAN : std::accumulate(window.begin(), window.end(), 0.0) / window.size();
@@ -138,6 +152,8 @@ class Run {
         log_(log),
         rt_(exp.runtime),
         al_(exp.algo),
+        own_ranks_(opts.ranks ? nullptr : one_process_ranks()),
+        ranks_(opts.ranks ? *opts.ranks : *own_ranks_),
         ckpt_path_((fs::path(rt_.out_dir) / kCheckpointFile).string()),
         curve_path_((fs::path(rt_.out_dir) / "curve.svg").string()) {}
 
@@ -148,10 +164,13 @@ class Run {
   void prepare_out_dir() const;
   void check_memory(const VecEnv& probe) const;
   bool check_env_backend() const;
+  void check_ranks() const;
   void build_gpu_envs();
   Rng& shuffle_rng();
   std::vector<double> reward_scaler_state() const;
+  std::vector<double> global_reward_scaler_state();
   bool set_reward_scaler_state(const std::vector<double>& s);
+  void add_worker_states(std::vector<ExtraTensor>& extra);
   void save_checkpoint();
   RolloutContext empty_context() const;  // the learner context's shape for one worker
   void save_checkpoint_and_curve();
@@ -161,6 +180,7 @@ class Run {
   struct UpdateTimes {
     double collect_s = 0, learn_s = 0;
   };
+  std::vector<float> all_episode_returns(const Chunk& c);
   void after_update(const Chunk& c, const UpdateStats& st, double lr, long long lag,
                     const UpdateTimes& times);
   void learn_on(Chunk& chunk, long long lag);
@@ -170,12 +190,14 @@ class Run {
                                  std::vector<std::thread>& threads);
   bool budget_spent() const { return s_.env_steps >= al_.total_env_steps; }
   // Checked between updates by every loop (sync, async, GPU envs): a stop
-  // signal (tools/stop_signals.hpp) ends the run as its budget would.
-  bool done() const {
-    return budget_spent() || stop_signal() != 0 ||
-           (opts_.stop_after_s > 0 &&
-            std::chrono::duration<double>(Clock::now() - t0_).count() >= opts_.stop_after_s) ||
-           (rt_.stop_after_updates > 0 && s_.update >= rt_.stop_after_updates);
+  // signal (tools/stop_signals.hpp) ends the run as its budget would. Ranks
+  // stop together: when any of them would (a signal or a clock of its own).
+  bool done() {
+    const bool mine = budget_spent() || stop_signal() != 0 ||
+                      (opts_.stop_after_s > 0 &&
+                       std::chrono::duration<double>(Clock::now() - t0_).count() >= opts_.stop_after_s) ||
+                      (rt_.stop_after_updates > 0 && s_.update >= rt_.stop_after_updates);
+    return ranks_.size() == 1 ? mine : ranks_.any(mine);
   }
   std::string resolved_yaml() const {
     return exp_.resolved_yaml(session_->policy->resolved_config(), session_->device);
@@ -191,10 +213,12 @@ class Run {
   std::ostream& log_;
   const RuntimeConfig& rt_;
   const AlgoConfig& al_;
+  const std::unique_ptr<Ranks> own_ranks_;  // one process, when the caller gave no ranks
+  Ranks& ranks_;
 
   std::unique_ptr<PolicySession> session_;
   EnvSpec spec_;
-  int num_envs_ = 0, K_ = 1, Bk_ = 0;
+  int num_envs_ = 0, K_ = 1, Bk_ = 0;  // all ranks' envs; actors per rank; envs per actor
   int lanes_ = 1;  // env lanes per worker: 2 with runtime.overlap_envs
   std::vector<std::unique_ptr<RolloutWorker>> workers_;
   std::unique_ptr<LearnerLoop> learner_;
@@ -205,7 +229,7 @@ class Run {
   std::unique_ptr<DeviceRollout> gpu_rollout_;
   std::unique_ptr<DeviceLearner> gpu_learner_;
 #endif
-  std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<MetricsLog> metrics_;  // rank 0's only
   WeightsBoard board_;
   RunState s_;
   const std::string ckpt_path_, curve_path_;
@@ -242,7 +266,7 @@ void Run::prepare_out_dir() const {
 void Run::check_memory(const VecEnv& probe) const {
   const ConfigNode pol = exp_.section("policy");
   MemoryInputs in;
-  in.num_envs = num_envs_;
+  in.num_envs = num_envs_ / ranks_.size();  // this rank's
   in.actors = K_;
   in.sync = rt_.sync;
   in.chunk_len = al_.chunk_len;
@@ -279,27 +303,39 @@ void Run::check_memory(const VecEnv& probe) const {
 }
 
 void Run::build() {
-  prepare_out_dir();
-  fs::create_directories(rt_.out_dir);
-  // Temp files of a run killed mid-write (checkpoint, config, curve) would pile up otherwise.
-  if (const int stale = remove_stale_temp_files(rt_.out_dir))
-    log_ << "removed " << stale << " temp file(s) left by a killed run in " << rt_.out_dir << "\n";
+  if (ranks_.is_root()) {  // the one writer of out_dir
+    prepare_out_dir();
+    fs::create_directories(rt_.out_dir);
+    // Temp files of a run killed mid-write (checkpoint, config, curve) would pile up otherwise.
+    if (const int stale = remove_stale_temp_files(rt_.out_dir))
+      log_ << "removed " << stale << " temp file(s) left by a killed run in " << rt_.out_dir << "\n";
+  }
   session_ = load_plugins(exp_);  // first: plugins may add env types
   // One env first: it validates the env section and gives the spec and an
   // env's state size for the memory check, before B of them are allocated.
   const auto probe = make_vec_env(env_share(exp_, 1));
   spec_ = probe->spec();
   num_envs_ = read_env_head(exp_.section("env")).num_envs;
+  check_ranks();
   gpu_envs_ = check_env_backend();
   K_ = rt_.sync ? 1 : rt_.num_actors;
   const ConfigNode rtn = exp_.section("runtime"), aln = exp_.section("algo");
   if (num_envs_ % K_ != 0)
     rtn.fail("num_actors", "must divide env.num_envs (" + std::to_string(num_envs_) + "), got " + std::to_string(K_));
-  Bk_ = num_envs_ / K_;
+  Bk_ = num_envs_ / K_ / ranks_.size();
   if (Bk_ % al_.minibatches != 0)
-    aln.fail("minibatches", "must divide the envs per actor (" + std::to_string(Bk_) + "), got " +
-                                std::to_string(al_.minibatches));
-  create_policy(*session_, exp_, spec_);
+    aln.fail("minibatches", "must divide the envs per " + std::string(ranks_.size() > 1 ? "rank" : "actor") +
+                                " (" + std::to_string(Bk_) +
+                                (ranks_.size() > 1 ? " = env.num_envs " + std::to_string(num_envs_) + " / " +
+                                                         std::to_string(ranks_.size()) + " ranks"
+                                                   : std::string()) +
+                                "), got " + std::to_string(al_.minibatches));
+  create_policy(*session_, exp_, spec_, ranks_.collective());
+  if (ranks_.size() > 1 && session_->device != "cpu")
+    rtn.fail("device", rt_.device + " resolved to " + session_->device + ", but data-parallel ranks (" +
+                           std::to_string(ranks_.size()) +
+                           " under mpirun) reduce on the CPU learner only "
+                           "(set runtime.device: cpu)");
   if (gpu_envs_ && session_->device != "cuda") {
     // runtime.device auto on a machine it cannot use: the CPU envs go with the CPU policy.
     if (rt_.device != "auto")
@@ -316,6 +352,9 @@ void Run::build() {
   if (gpu_envs_) build_gpu_envs();
   // GPU envs have no host lanes to overlap: the whole chunk is one graph.
   lanes_ = !gpu_envs_ && overlap_envs(rt_, rtn, session_->device, Bk_) ? 2 : 1;
+  // A rank's envs are the global envs [first_env, first_env + Bk_) of the
+  // one-process run (sync: one actor), seeded and sampled as they are there.
+  const uint64_t first_env = static_cast<uint64_t>(ranks_.rank()) * static_cast<uint64_t>(Bk_);
   for (int k = 0; k < (gpu_envs_ ? 0 : K_); ++k) {
     const uint64_t env_seed = derive_seed(rt_.seed, static_cast<uint64_t>(k));
     const uint64_t actor_seed = derive_seed(rt_.seed, 100 + static_cast<uint64_t>(k));
@@ -324,12 +363,40 @@ void Run::build() {
       // One lane is the worker as it always was; each of two draws its own seed streams.
       const auto seed = [&](uint64_t s) { return lanes_ == 1 ? s : derive_seed(s, static_cast<uint64_t>(h)); };
       auto env = make_vec_env(env_share(exp_, Bk_ / lanes_));
-      lanes.push_back({std::move(env), session_->policy->create_actor(Bk_ / lanes_, seed(actor_seed)), seed(env_seed)});
+      lanes.push_back(
+          {std::move(env),
+           session_->policy->create_actor(Bk_ / lanes_, seed(actor_seed), static_cast<int64_t>(first_env)),
+           seed(env_seed), first_env});
     }
     workers_.push_back(std::make_unique<RolloutWorker>(std::move(lanes), al_.chunk_len, al_.context_len()));
   }
-  if (!gpu_envs_) learner_ = std::make_unique<LearnerLoop>(*session_->policy, al_, derive_seed(rt_.seed, 7), K_, Bk_);
-  write_file_atomically((fs::path(rt_.out_dir) / "config.yaml").string(), resolved_yaml() + "\n");
+  if (!gpu_envs_)
+    learner_ =
+        std::make_unique<LearnerLoop>(*session_->policy, al_, derive_seed(rt_.seed, 7), K_, Bk_, ranks_);
+  if (ranks_.is_root())
+    write_file_atomically((fs::path(rt_.out_dir) / "config.yaml").string(), resolved_yaml() + "\n");
+}
+
+// What data-parallel ranks need from the config, checked before anything is
+// built: the synchronous loop (one actor per rank, whose envs are a slice of
+// the one-process run's), CPU envs, and env.num_envs split evenly.
+void Run::check_ranks() const {
+  const int n = ranks_.size();
+  if (n == 1) return;
+  const std::string under =
+      " under " + std::to_string(n) + " data-parallel ranks (mpirun -np " + std::to_string(n) + ")";
+  const ConfigNode rt = exp_.section("runtime"), env = exp_.section("env");
+  if (!rt_.sync)
+    rt.fail("sync", "false" + under + ": ranks run the synchronous loop only (set runtime.sync: true)");
+  if (env_backend(env) == "cuda")
+    env.fail("backend", "cuda" + under + ": ranks step CPU envs only (set env.backend: cpu)");
+  if (rt_.overlap_envs == "on")
+    rt.fail("overlap_envs", "on" + under +
+                                ": a rank's envs are one slice of the one-process run's; "
+                                "set runtime.overlap_envs: off");
+  if (num_envs_ % n != 0)
+    env.fail("num_envs", std::to_string(num_envs_) + " is not divisible by the " + std::to_string(n) +
+                             " ranks (mpirun -np " + std::to_string(n) + ")");
 }
 
 // env.backend: cuda asks for GPU-resident envs. Everything it needs from the
@@ -383,7 +450,30 @@ std::vector<double> Run::reward_scaler_state() const {
   return learner_->reward_scaler().state();
 }
 
-bool Run::set_reward_scaler_state(const std::vector<double>& s) {
+// The reward scaler as one process would hold it, on rank 0: the statistics
+// (the same on every rank) and every rank's running returns in env order.
+std::vector<double> Run::global_reward_scaler_state() {
+  std::vector<double> s = reward_scaler_state();
+  if (ranks_.size() == 1) return s;
+  const auto all = ranks_.gather(bytes_of(std::vector<double>(s.begin() + 3, s.end())));
+  s.resize(3);
+  for (const auto& b : all) {
+    const std::vector<double> returns = values_of<double>(b);
+    s.insert(s.end(), returns.begin(), returns.end());
+  }
+  return s;
+}
+
+// Takes the one-process state of global_reward_scaler_state(): a rank keeps
+// its envs' running returns.
+bool Run::set_reward_scaler_state(const std::vector<double>& global) {
+  std::vector<double> s = global;
+  if (ranks_.size() > 1) {
+    if (global.size() != 3 + static_cast<size_t>(num_envs_)) return false;
+    const auto first = global.begin() + 3 + static_cast<std::ptrdiff_t>(ranks_.rank()) * Bk_;
+    s.assign(global.begin(), global.begin() + 3);
+    s.insert(s.end(), first, first + Bk_);
+  }
 #if MAMBARL_HAVE_CUDA
   if (gpu_envs_) {
     if (s.size() != 3 + static_cast<size_t>(Bk_)) return false;
@@ -416,12 +506,13 @@ void Run::save_checkpoint() {
       {"runner.wall_s", fmt(wall_before_ + std::chrono::duration<double>(Clock::now() - t0_).count(), 6)},
       {"runner.max_return", exact(s_.max_return)},
       {"runner.sync", rt_.sync ? "1" : "0"},
-      {"runner.env_lanes", std::to_string(lanes_)}};
+      {"runner.env_lanes", std::to_string(lanes_)},
+      {"runner.ranks", std::to_string(ranks_.size())}};
   std::vector<ExtraTensor> extra;
   std::vector<float> window(s_.window.begin(), s_.window.end());
   extra.push_back(ExtraTensor::f32("runner.return_window", window, {static_cast<int64_t>(window.size())}));
   extra.push_back(ExtraTensor::u8("runner.shuffle_rng", shuffle_rng()));
-  const std::vector<double> scaler = reward_scaler_state();
+  const std::vector<double> scaler = global_reward_scaler_state();
   const auto* sb = reinterpret_cast<const uint8_t*>(scaler.data());
   extra.push_back(ExtraTensor::u8("runner.reward_scaler", std::vector<uint8_t>(sb, sb + scaler.size() * sizeof(double))));
   // Env, actor and rollout state: exact only in sync mode, where actors are
@@ -442,31 +533,58 @@ void Run::save_checkpoint() {
     if (al_.context_len() > 0) save_context(extra, "runner.0.", g.context_obs(), g.context_starts(), g.context_states());
   }
 #endif
-  if (rt_.sync)
-    for (size_t k = 0; k < workers_.size(); ++k) {
-      auto& w = *workers_[k];
-      const std::string p = "runner." + std::to_string(k) + ".";
-      std::vector<float> state;
-      w.get_actor_state(state);
-      std::vector<uint8_t> rng;
-      w.get_actor_rng(rng);
-      extra.push_back(ExtraTensor::u8(p + "env_state", w.save_env_state()));
-      extra.push_back(ExtraTensor::f32(p + "obs", w.obs(), {static_cast<int64_t>(w.obs().size())}));
-      extra.push_back(ExtraTensor::u8(p + "starts", w.starts()));
-      extra.push_back(ExtraTensor::f32(p + "actor_state", state, {static_cast<int64_t>(state.size())}));
-      extra.push_back(ExtraTensor::u8(p + "actor_rng", rng));
-      if (al_.context_len() > 0)
-        save_context(extra, p, w.context().obs(), w.context().starts(), w.context().states());
+  if (rt_.sync) add_worker_states(extra);
+  // Every rank took part in the gathers above; rank 0 alone writes (atomically).
+  if (ranks_.is_root()) session_->policy->save(ckpt_path_, meta, extra);
+}
+
+// Each worker's env, actor and rollout state as runner.<w>.*, w numbering the
+// workers of all ranks in env order (rank r's worker k is r * K_ + k), so a
+// one-process checkpoint and one of N ranks of one worker each name the same
+// envs' state alike. Collective: on rank 0, every rank's tensors.
+void Run::add_worker_states(std::vector<ExtraTensor>& extra) {
+  for (size_t k = 0; k < workers_.size(); ++k) {
+    auto& w = *workers_[k];
+    const auto prefix = [&](size_t r) {
+      return "runner." + std::to_string(r * static_cast<size_t>(K_) + k) + ".";
+    };
+    const auto add_u8 = [&](const std::string& name, const std::vector<uint8_t>& mine) {
+      const auto all = ranks_.gather(mine);
+      for (size_t r = 0; r < all.size(); ++r) extra.push_back(ExtraTensor::u8(prefix(r) + name, all[r]));
+    };
+    const auto add_f32 = [&](const std::string& name, const std::vector<float>& mine) {
+      const auto all = ranks_.gather(bytes_of(mine));
+      for (size_t r = 0; r < all.size(); ++r) {
+        std::vector<float> v = values_of<float>(all[r]);
+        const auto n = static_cast<int64_t>(v.size());
+        extra.push_back(ExtraTensor::f32(prefix(r) + name, std::move(v), {n}));
+      }
+    };
+    std::vector<float> state;
+    w.get_actor_state(state);
+    std::vector<uint8_t> rng;
+    w.get_actor_rng(rng);
+    add_u8("env_state", w.save_env_state());
+    add_f32("obs", w.obs());
+    add_u8("starts", w.starts());
+    add_f32("actor_state", state);
+    add_u8("actor_rng", rng);
+    if (al_.context_len() > 0) {
+      add_f32("context_obs", w.context().obs());
+      add_u8("context_starts", w.context().starts());
+      add_f32("context_states", w.context().states());
     }
-  session_->policy->save(ckpt_path_, meta, extra);
+  }
 }
 
 // The curve goes with every checkpoint, so a run stopped at any point
 // (signal, crash after this) has a picture of what it reached.
 void Run::save_checkpoint_and_curve() {
   save_checkpoint();
-  write_learning_curve_svg(curve_path_, spec_.id + " / " + exp_.section("policy").get<std::string>("type", "mamba1"),
-                           metrics_->curve());
+  if (ranks_.is_root())
+    write_learning_curve_svg(curve_path_,
+                             spec_.id + " / " + exp_.section("policy").get<std::string>("type", "mamba1"),
+                             metrics_->curve());
 }
 
 void Run::restore(const std::string& path) {
@@ -495,6 +613,14 @@ void Run::restore(const std::string& path) {
   const auto& win = ck.tensor("runner.return_window");
   s_.window.assign(win.f32().begin(), win.f32().end());
   ck.tensor("runner.shuffle_rng").to_pod(shuffle_rng());
+  // Each rank's envs are its slice of the checkpoint's; another split of
+  // them would pair env state with other actors' and learners' columns.
+  // (Checkpoints from before data-parallel ranks have one.)
+  const int saved_ranks = ck.metadata.count("runner.ranks") ? static_cast<int>(num("runner.ranks")) : 1;
+  MAMBARL_USER_CHECK(saved_ranks == ranks_.size(),
+                     "cannot resume from " << path << ": it was written by " << saved_ranks
+                                           << " rank(s) and this run has " << ranks_.size()
+                                           << " (mpirun -np); resume with " << saved_ranks << " rank(s)");
   // The reward scaler holds (mean, var, count) and one running return per env,
   // so it tells how many envs the checkpoint's run had.
   const std::vector<uint8_t>& sb = ck.tensor("runner.reward_scaler").bytes;
@@ -513,7 +639,7 @@ void Run::restore(const std::string& path) {
                                            << "); resume with env.num_envs=" << saved_envs
                                            << ", or train without --resume");
   MAMBARL_CHECK(set_reward_scaler_state(scaler),
-                path << ": runner.reward_scaler does not fit this run's " << K_ << " x " << Bk_ << " envs");
+                path << ": runner.reward_scaler does not fit this run's " << num_envs_ << " envs");
   // Checkpoints from before overlap_envs existed have one lane.
   const int saved_lanes = ck.metadata.count("runner.env_lanes") ? static_cast<int>(num("runner.env_lanes")) : 1;
   const bool exact = rt_.sync && num("runner.sync") == 1.0 && saved_lanes == lanes_;
@@ -536,7 +662,8 @@ void Run::restore(const std::string& path) {
   if (exact)
     for (size_t k = 0; k < workers_.size(); ++k) {
       auto& w = *workers_[k];
-      const std::string p = "runner." + std::to_string(k) + ".";
+      // add_worker_states' numbering: this rank's worker k among all ranks' workers.
+      const std::string p = "runner." + std::to_string(static_cast<size_t>(ranks_.rank() * K_) + k) + ".";
       w.load_env_state(ck.tensor(p + "env_state").bytes);
       ck.tensor(p + "obs").copy_f32(w.obs());
       ck.tensor(p + "starts").copy_u8(w.starts());
@@ -554,33 +681,60 @@ void Run::restore(const std::string& path) {
        << "\n";
 }
 
+// The returns of the episodes that ended in this chunk on every rank, in the
+// order one process records them (step t: env 0, 1, ... of all ranks' envs),
+// so the return window and max_return are the one-process run's. A rank's
+// chunk lists its episodes in (t, env) order; its done flags say how many
+// ended at each t.
+std::vector<float> Run::all_episode_returns(const Chunk& c) {
+  if (ranks_.size() == 1) return c.episode_returns;
+  std::vector<float> mine(static_cast<size_t>(c.T), 0.0f);  // (T) episodes ended at t, then the returns
+  for (int t = 0; t < c.T; ++t)
+    for (int b = 0; b < c.B; ++b) {
+      const size_t i = static_cast<size_t>(t) * c.B + b;
+      mine[static_cast<size_t>(t)] += c.terminated[i] || c.truncated[i] ? 1.0f : 0.0f;
+    }
+  mine.insert(mine.end(), c.episode_returns.begin(), c.episode_returns.end());
+  const auto all = ranks_.all_gather(bytes_of(mine));
+  std::vector<std::vector<float>> per_rank;
+  for (const auto& b : all) per_rank.push_back(values_of<float>(b));
+  std::vector<size_t> next(per_rank.size(), static_cast<size_t>(c.T));  // each rank's next return
+  std::vector<float> out;
+  for (int t = 0; t < c.T; ++t)
+    for (size_t r = 0; r < per_rank.size(); ++r)
+      for (int e = 0; e < static_cast<int>(per_rank[r][static_cast<size_t>(t)]); ++e)
+        out.push_back(per_rank[r][next[r]++]);
+  return out;
+}
+
 void Run::after_update(const Chunk& c, const UpdateStats& st, double lr, long long lag,
                        const UpdateTimes& times) {
-  s_.add_episodes(c, rt_.return_window);
+  s_.add_episodes(all_episode_returns(c), rt_.return_window);
   ++s_.update;
   const double wall = wall_before_ + std::chrono::duration<double>(Clock::now() - t0_).count();
   const double sps = static_cast<double>(s_.env_steps) / std::max(wall, 1e-9);
   const TrainMetrics& m = st.mean;
-  metrics_->write({{"update", static_cast<double>(s_.update)},
-                   {"env_steps", static_cast<double>(s_.env_steps)},
-                   {"wall_s", wall},
-                   {"steps_per_s", sps},
-                   {"episodes", static_cast<double>(s_.episodes)},
-                   {"mean_return", s_.mean_return()},
-                   {"max_return", s_.max_return},
-                   {"policy_lag", static_cast<double>(lag)},
-                   {"dropped_chunks", static_cast<double>(s_.dropped)},
-                   {"lr", lr},
-                   {"loss", m.loss},
-                   {"pg_loss", m.pg_loss},
-                   {"v_loss", m.v_loss},
-                   {"entropy", m.entropy},
-                   {"approx_kl", m.approx_kl},
-                   {"clip_frac", m.clip_frac},
-                   {"grad_norm", m.grad_norm},
-                   {"skipped_steps", static_cast<double>(st.skipped)},
-                   {"collect_s", times.collect_s},
-                   {"learn_s", times.learn_s}});
+  if (metrics_)
+    metrics_->write({{"update", static_cast<double>(s_.update)},
+                     {"env_steps", static_cast<double>(s_.env_steps)},
+                     {"wall_s", wall},
+                     {"steps_per_s", sps},
+                     {"episodes", static_cast<double>(s_.episodes)},
+                     {"mean_return", s_.mean_return()},
+                     {"max_return", s_.max_return},
+                     {"policy_lag", static_cast<double>(lag)},
+                     {"dropped_chunks", static_cast<double>(s_.dropped)},
+                     {"lr", lr},
+                     {"loss", m.loss},
+                     {"pg_loss", m.pg_loss},
+                     {"v_loss", m.v_loss},
+                     {"entropy", m.entropy},
+                     {"approx_kl", m.approx_kl},
+                     {"clip_frac", m.clip_frac},
+                     {"grad_norm", m.grad_norm},
+                     {"skipped_steps", static_cast<double>(st.skipped)},
+                     {"collect_s", times.collect_s},
+                     {"learn_s", times.learn_s}});
   if (s_.update % rt_.log_every == 0)
     log_ << "update " << s_.update << " | steps " << s_.env_steps << " | " << fmt(sps, 0)
          << " steps/s | episodes " << s_.episodes << " | return mean " << fmt(s_.mean_return(), 2)
@@ -637,7 +791,7 @@ void Run::run_sync() {
   while (!done()) {
     w.set_weights(board_.w, board_.version);
     w.collect(c);
-    s_.env_steps += static_cast<long long>(c.T) * c.B;
+    s_.env_steps += static_cast<long long>(c.T) * c.B * ranks_.size();
     learn_on(c, 0);
   }
 }
@@ -772,16 +926,21 @@ TrainSummary Run::go() {
   build();
   t0_ = Clock::now();
   if (opts_.resume) restore(resume_from);
-  metrics_ = std::make_unique<MetricsLog>(
-      (fs::path(rt_.out_dir) / (rt_.metrics_format == "csv" ? "metrics.csv" : "metrics.jsonl")).string(),
-      rt_.metrics_format, opts_.resume ? s_.update : -1);
+  if (ranks_.is_root())
+    metrics_ = std::make_unique<MetricsLog>(
+        (fs::path(rt_.out_dir) / (rt_.metrics_format == "csv" ? "metrics.csv" : "metrics.jsonl")).string(),
+        rt_.metrics_format, opts_.resume ? s_.update : -1);
   publish_weights();
   last_update_end_ = Clock::now();
   if (!session_->device_note.empty()) log_ << session_->device_note << std::endl;
-  log_ << "training " << exp_.section("policy").get<std::string>("type", "mamba1") << " on "
-       << spec_.id << ": " << num_envs_ << " envs on the " << (gpu_envs_ ? "GPU" : "CPU") << ", "
+  log_ << "training " << exp_.section("policy").get<std::string>("type", "mamba1") << " on " << spec_.id
+       << ": " << num_envs_ << " envs on the " << (gpu_envs_ ? "GPU" : "CPU") << ", "
+       << (ranks_.size() > 1 ? std::to_string(ranks_.size()) + " data-parallel ranks of " +
+                                   std::to_string(Bk_) + " envs each, "
+                             : std::string())
        << session_->info.num_params << " params, "
-       << (rt_.sync ? "sync" : std::to_string(K_) + " actor threads") << ", device " << session_->device
+       << (rt_.sync ? "sync" : std::to_string(K_) + " actor threads") << ", device "
+       << session_->device
        // The plugin runs both roles on the device it was given (plugin/engine_roles.hpp).
        << (session_->device == "cuda" ? " (actors and learner)" : "") << ", dtype " << rt_.dtype
        << ", plugin " << session_->plugin_path << std::endl;
@@ -800,7 +959,7 @@ TrainSummary Run::go() {
   sum.episodes = s_.episodes;
   sum.wall_s = wall_before_ + std::chrono::duration<double>(Clock::now() - t0_).count();
   sum.checkpoint = ckpt_path_;
-  sum.metrics = metrics_->path();
+  sum.metrics = metrics_ ? metrics_->path() : "";
   sum.curve = curve_path_;
   sum.queue_high_water = queue_high_water_;
   sum.queue_capacity = rt_.sync ? 0 : static_cast<size_t>(rt_.queue_size);

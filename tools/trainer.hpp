@@ -19,12 +19,22 @@
 // out_dir holding an earlier run's checkpoint or metrics unless resumed or
 // forced, and refuses a config whose estimated memory does not fit
 // (tools/memory_estimate.hpp).
+//
+// Under `mpirun -np N` (sync mode, CPU learner) each rank steps num_envs / N
+// envs, seeded and sampled as those envs are in the one-process run, and its
+// learner replica trains on its columns of each minibatch, summing the loss
+// statistics and the gradient with the other ranks (policy/allreduce.hpp):
+// N ranks train as one process on all the envs does. Reward-scaling
+// statistics, episode returns and the stop decision are global too; rank 0
+// writes the metrics, curve, config and the checkpoint, which holds every
+// rank's env and actor state; --resume needs the same N.
 #pragma once
 
 #include <iosfwd>
 #include <string>
 
 #include "tools/experiment.hpp"
+#include "tools/ranks.hpp"
 
 namespace mambarl {
 
@@ -33,6 +43,8 @@ struct TrainOptions {
   std::string resume_from;  // empty: <out_dir>/checkpoint.safetensors
   bool force = false;       // replace an earlier run in out_dir (its checkpoint, metrics, curve, config)
   double stop_after_s = 0;  // > 0: stop (with the final checkpoint) after this much wall time
+  // The data-parallel ranks this process is one of (tools/ranks.hpp); null: it trains alone.
+  Ranks* ranks = nullptr;
 };
 
 struct TrainSummary {

@@ -1,0 +1,89 @@
+// The data-parallel ranks of a training run (README "Training on several
+// processes"): `mpirun -np N mambarl train` starts N copies, each owning
+// num_envs / N envs and a learner replica. Ranks is all the runner needs
+// from the launcher: who am I, and sums and gathers across the copies. One
+// process is a Ranks of size 1 whose operations do nothing, so the runner has
+// a single code path; MPI is one implementation (tools/mpi_ranks.cpp, built
+// when CMake finds MPI), and nothing else in the runner or the plugin
+// includes <mpi.h>.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <memory>
+#include <vector>
+
+#include "plugin/mambarl_plugin.h"
+
+namespace mambarl {
+
+class Ranks {
+ public:
+  virtual ~Ranks() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // In-place sums on every rank. Every rank makes the same calls in the same order.
+  virtual void sum(double* x, size_t n) = 0;
+  virtual void sum(float* x, size_t n) = 0;
+  // Every rank's bytes in rank order, on every rank (all_gather) or on rank 0
+  // only (gather; the other ranks get an empty list).
+  virtual std::vector<std::vector<uint8_t>> all_gather(const std::vector<uint8_t>& mine) = 0;
+  virtual std::vector<std::vector<uint8_t>> gather(const std::vector<uint8_t>& mine) = 0;
+  // Ends every rank of the job now (after this rank reported its error).
+  [[noreturn]] void abort(int exit_code) {
+    end_every_rank(exit_code);
+    std::_Exit(exit_code);
+  }
+
+  // These ranks as the plugin ABI's collective, for the learner's sums (the
+  // plugin never links MPI); null for one process, which trains alone.
+  const mambarl_collective* collective();
+
+  bool any(bool mine);  // whether any rank says true
+  bool is_root() const { return rank() == 0; }
+  // Wall seconds this rank spent in the learner's gradient sums through
+  // collective(), waiting for slower ranks included (`mambarl bench e2e`).
+  double gradient_sum_seconds() const { return gradient_sum_s_; }
+
+ protected:
+  virtual void end_every_rank(int exit_code) = 0;  // MPI_Abort; nothing for one process
+
+ private:
+  mambarl_collective abi_{};
+  double gradient_sum_s_ = 0;
+};
+
+// Runs body() and returns what it returns. An exception on one of several
+// ranks is reported on stderr naming `command` and the rank, then ends every
+// rank (the others would wait in their next collective forever); in one
+// process it propagates as usual.
+template <typename Body>
+auto on_every_rank(Ranks& ranks, const char* command, Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    if (ranks.size() == 1) throw;
+    std::cerr << "mambarl " << command << ": error on rank " << ranks.rank() << " of " << ranks.size() << ": "
+              << e.what() << std::endl;
+    ranks.abort(1);
+  }
+}
+
+// How many ranks the launcher started (mpirun sets OMPI_COMM_WORLD_SIZE,
+// MPICH and Slurm's PMI PMI_SIZE): 1 when not launched by one.
+int launched_ranks();
+
+// The ranks this process belongs to: MPI when launched as one of several
+// ranks, otherwise one process. A build without MPI refuses several ranks.
+std::unique_ptr<Ranks> make_ranks();
+
+// Whether this build has MPI (CMake found it: MAMBARL_MPI).
+bool built_with_mpi();
+
+// One process alone, whoever launched it.
+std::unique_ptr<Ranks> one_process_ranks();
+
+}  // namespace mambarl
