@@ -85,11 +85,13 @@ bool close(double a, double b) {
 // The ranks' envs are the one-process run's (same seeds, same sampling
 // streams), so episodes and returns match exactly; the learner sums the
 // same terms in another order, so losses and weights match to rounding.
-BOOST_AUTO_TEST_CASE(two_ranks_train_as_one_process_on_all_the_envs) {
-  const fs::path dir = scratch("same");
-  const Ran one = train(dir, 1, "one");
+namespace {
+
+void check_two_ranks_match_one_process(const std::string& name, const std::vector<std::string>& args) {
+  const fs::path dir = scratch(name);
+  const Ran one = train(dir, 1, "one", args);
   BOOST_REQUIRE_MESSAGE(one.exit_code == 0, one.out);
-  const Ran two = train(dir, 2, "two");
+  const Ran two = train(dir, 2, "two", args);
   BOOST_REQUIRE_MESSAGE(two.exit_code == 0, two.out);
   BOOST_TEST(two.out.find("2 data-parallel ranks of 4 envs each") != std::string::npos, two.out);
 
@@ -143,8 +145,24 @@ BOOST_AUTO_TEST_CASE(two_ranks_train_as_one_process_on_all_the_envs) {
   BOOST_TEST(tb.find("runner.1.env_state") != nullptr);
 }
 
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(two_ranks_train_as_one_process_on_all_the_envs) { check_two_ranks_match_one_process("same", {}); }
+
+// With learner context (algo.bptt_len: two earlier chunks before each), which
+// each rank keeps for its own envs and rank 0's checkpoint gathers.
+BOOST_AUTO_TEST_CASE(two_ranks_with_learner_context_train_as_one_process) {
+  check_two_ranks_match_one_process("context", {"algo.bptt_len=48"});
+  const auto ck = mambarl::read_safetensors(
+      (fs::temp_directory_path() / ("mambarl_test_mpi_context_" + std::to_string(::getpid())) / "two" /
+       "checkpoint.safetensors")
+          .string());
+  BOOST_TEST(ck.at("runner.1.context_obs").numel() == 32u * 4u * 4u);  // 32 steps x 4 envs x cartpole's 4
+}
+
 // Stopped after 3 updates and resumed by 2 ranks == never stopped, bit for
 // bit; the checkpoint refuses one process, naming both counts.
+// With learner context too (the context goes through the gathered checkpoint).
 BOOST_AUTO_TEST_CASE(resume_with_the_same_ranks_is_bit_exact_and_another_count_is_refused) {
   const fs::path dir = scratch("resume");
   const Ran whole = train(dir, 2, "whole");
@@ -164,6 +182,21 @@ BOOST_AUTO_TEST_CASE(resume_with_the_same_ranks_is_bit_exact_and_another_count_i
              metrics_without_timing(dir / "whole" / "metrics.csv"));
   BOOST_TEST(learner_bytes(dir / "parts" / "checkpoint.safetensors") ==
              learner_bytes(dir / "whole" / "checkpoint.safetensors"));
+
+  const std::vector<std::string> context = {"algo.bptt_len=48"};
+  auto stop = context;
+  stop.push_back("runtime.stop_after_updates=3");
+  auto resume = context;
+  resume.push_back("--resume");
+  BOOST_REQUIRE_EQUAL(train(dir, 2, "ctx_whole", context).exit_code, 0);
+  BOOST_REQUIRE_EQUAL(train(dir, 2, "ctx_parts", stop).exit_code, 0);
+  const Ran ctx_rest = train(dir, 2, "ctx_parts", resume);
+  BOOST_REQUIRE_MESSAGE(ctx_rest.exit_code == 0, ctx_rest.out);
+  BOOST_TEST(ctx_rest.out.find("(bit-exact: sync mode)") != std::string::npos, ctx_rest.out);
+  BOOST_TEST(metrics_without_timing(dir / "ctx_parts" / "metrics.csv") ==
+             metrics_without_timing(dir / "ctx_whole" / "metrics.csv"));
+  BOOST_TEST(learner_bytes(dir / "ctx_parts" / "checkpoint.safetensors") ==
+             learner_bytes(dir / "ctx_whole" / "checkpoint.safetensors"));
 }
 
 // What ranks cannot run is refused before training, naming the key, the
