@@ -642,6 +642,14 @@ BOOST_AUTO_TEST_CASE(memory_estimate_follows_the_config) {
   MemoryInputs fewer_mb = in;
   fewer_mb.minibatches = 1;
   BOOST_TEST(part(estimate_training_memory(fewer_mb), "learner activations") == 4 * part(sync, "learner activations"));
+  MemoryInputs longer = in;  // algo.bptt_len: three chunks of context before each
+  longer.bptt_len = 256;
+  const MemoryEstimate with_context = estimate_training_memory(longer);
+  BOOST_TEST(part(with_context, "learner activations") == 4 * part(sync, "learner activations"));
+  // The worker's context and each chunk's copy of it: obs (4 floats) and a flag
+  // per step, and 3 start states per env.
+  BOOST_TEST(part(with_context, "rollout chunks") ==
+             part(sync, "rollout chunks") + 2 * (size_t{192} * 1024 * (4 * 4 + 1) + size_t{3} * 1024 * 128 * 4));
   MemoryInputs gpu = in;
   gpu.policy_on_device = true;
   const MemoryEstimate on_gpu = estimate_training_memory(gpu);
