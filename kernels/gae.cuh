@@ -8,7 +8,7 @@
 
 #include <cuda_runtime.h>
 
-#include "tools/gae.hpp"
+#include "kernels/gae_inputs.hpp"
 
 namespace mambarl::cuda {
 

@@ -13,8 +13,8 @@
 
 #include "kernels/check.hpp"
 #include "kernels/config_node.hpp"
-#include "tools/bench.hpp"
-#include "tools/bench_soak.hpp"
+#include "tools/bench/bench.hpp"
+#include "tools/bench/bench_soak.hpp"
 #include "tools/cli_args.hpp"
 #include "tools/evaluate.hpp"
 #include "tools/export.hpp"

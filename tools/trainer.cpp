@@ -128,14 +128,17 @@ std::string exact(double v) {
   return os.str();
 }
 
-// A worker's learner context (algo.bptt_len > chunk_len) as checkpoint
-// tensors, so that a resume continues with the same context bit for bit.
+#if MAMBARL_HAVE_CUDA
+// The GPU rollout's learner context (algo.bptt_len > chunk_len) as checkpoint
+// tensors, so that a resume continues with the same context bit for bit (CPU
+// workers' contexts go through add_worker_states' gather instead).
 void save_context(std::vector<ExtraTensor>& extra, const std::string& prefix, std::vector<float> obs,
                   std::vector<uint8_t> starts, std::vector<float> states) {
   extra.push_back(ExtraTensor::f32(prefix + "context_obs", std::move(obs)));
   extra.push_back(ExtraTensor::u8(prefix + "context_starts", std::move(starts)));
   extra.push_back(ExtraTensor::f32(prefix + "context_states", std::move(states)));
 }
+#endif
 
 // Into `ctx`, already shaped by this run's config (a mismatch is an error naming the tensor).
 void load_context(const LoadedCheckpoint& ck, const std::string& prefix, RolloutContext& ctx) {
@@ -172,7 +175,9 @@ class Run {
   bool set_reward_scaler_state(const std::vector<double>& s);
   void add_worker_states(std::vector<ExtraTensor>& extra);
   void save_checkpoint();
+#if MAMBARL_HAVE_CUDA
   RolloutContext empty_context() const;  // the learner context's shape for one worker
+#endif
   void save_checkpoint_and_curve();
   void restore(const std::string& path);
   void publish_weights();
@@ -490,10 +495,12 @@ void Run::publish_weights() {
   board_.version = s_.version;
 }
 
+#if MAMBARL_HAVE_CUDA
 RolloutContext Run::empty_context() const {
   return RolloutContext(al_.chunk_len, al_.context_len(), Bk_, spec_.obs_dim,
                         static_cast<size_t>(session_->info.state_size));
 }
+#endif
 
 void Run::save_checkpoint() {
   std::map<std::string, std::string> meta{

@@ -1,5 +1,5 @@
 // `mambarl bench rollout|train|e2e`: timings printed as one JSON object.
-// (`bench soak` is tools/bench_soak.hpp; tools/main.cpp reads the options.)
+// (`bench soak` is tools/bench/bench_soak.hpp; tools/main.cpp reads the options.)
 #pragma once
 
 #include <iosfwd>

@@ -1,4 +1,4 @@
-#include "tools/bench_soak.hpp"
+#include "tools/bench/bench_soak.hpp"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "tools/bench_train_gpu.hpp"
+#include "tools/bench/bench_train_gpu.hpp"
 
 #include <cuda_runtime.h>
 

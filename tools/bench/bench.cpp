@@ -1,4 +1,4 @@
-#include "tools/bench.hpp"
+#include "tools/bench/bench.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -17,8 +17,8 @@
 #include "policy/cpu_learner.hpp"
 #include "tools/alloc_counter.hpp"
 #if defined(MAMBARL_HAVE_CUDA)
-#include "tools/bench_rollout_gpu.hpp"
-#include "tools/bench_train_gpu.hpp"
+#include "tools/bench/bench_rollout_gpu.hpp"
+#include "tools/bench/bench_train_gpu.hpp"
 #endif
 #include "tools/experiment.hpp"
 #include "tools/ranks.hpp"

@@ -4,7 +4,7 @@
 #include <exception>
 #include <iostream>
 
-#include "tools/bench_rollout_gpu.hpp"
+#include "tools/bench/bench_rollout_gpu.hpp"
 #include "tools/cli_args.hpp"
 
 int main(int argc, char** argv) {

@@ -5,7 +5,7 @@
 #include <iostream>
 #include <vector>
 
-#include "tools/bench_train_gpu.hpp"
+#include "tools/bench/bench_train_gpu.hpp"
 #include "tools/cli_args.hpp"
 
 int main(int argc, char** argv) {

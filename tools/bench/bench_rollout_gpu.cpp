@@ -1,4 +1,4 @@
-#include "tools/bench_rollout_gpu.hpp"
+#include "tools/bench/bench_rollout_gpu.hpp"
 
 #include <cuda_runtime.h>
 
@@ -17,7 +17,7 @@
 #include "policy/gpu_actor.hpp"
 #include "policy/policy_config.hpp"
 #include "policy/strict_json.hpp"
-#include "tools/bench_kernels_gpu.hpp"
+#include "tools/bench/bench_kernels_gpu.hpp"
 
 namespace mambarl {
 
