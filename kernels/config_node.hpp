@@ -103,8 +103,12 @@ class ConfigNode {
   // A string that must be one of `choices`.
   std::string get_choice(const std::string& key, const std::string& fallback,
                          std::initializer_list<const char*> choices) const {
+    return get_choice(key, fallback, std::vector<std::string>(choices.begin(), choices.end()));
+  }
+  std::string get_choice(const std::string& key, const std::string& fallback,
+                         const std::vector<std::string>& choices) const {
     const std::string v = get<std::string>(key, fallback);
-    for (const char* c : choices)
+    for (const std::string& c : choices)
       if (v == c) return v;
     fail(key, "'" + v + "' is not one of " + join(choices));
   }
@@ -162,9 +166,9 @@ class ConfigNode {
     return os.str();
   }
 
-  static std::string join(std::initializer_list<const char*> cs) {
+  static std::string join(const std::vector<std::string>& cs) {
     std::string s;
-    for (const char* c : cs) s += (s.empty() ? "" : "|") + std::string(c);
+    for (const std::string& c : cs) s += (s.empty() ? "" : "|") + c;
     return s;
   }
 
