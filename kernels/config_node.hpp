@@ -103,12 +103,8 @@ class ConfigNode {
   // A string that must be one of `choices`.
   std::string get_choice(const std::string& key, const std::string& fallback,
                          std::initializer_list<const char*> choices) const {
-    return get_choice(key, fallback, std::vector<std::string>(choices.begin(), choices.end()));
-  }
-  std::string get_choice(const std::string& key, const std::string& fallback,
-                         const std::vector<std::string>& choices) const {
     const std::string v = get<std::string>(key, fallback);
-    for (const std::string& c : choices)
+    for (const char* c : choices)
       if (v == c) return v;
     fail(key, "'" + v + "' is not one of " + join(choices));
   }
@@ -166,9 +162,9 @@ class ConfigNode {
     return os.str();
   }
 
-  static std::string join(const std::vector<std::string>& cs) {
+  static std::string join(std::initializer_list<const char*> cs) {
     std::string s;
-    for (const std::string& c : cs) s += (s.empty() ? "" : "|") + c;
+    for (const char* c : cs) s += (s.empty() ? "" : "|") + std::string(c);
     return s;
   }
 

@@ -11,6 +11,7 @@
 // of strings. Checks that relate two keys stay as code after the table.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -122,8 +123,11 @@ Field<S> choice(const char* key, std::string S::*member, std::vector<std::string
   for (const std::string& c : choices) range += (range.empty() ? "" : "|") + c;  // as in the error
   return schema_detail::scalar<S, std::string>(
       {key, "string", schema_detail::default_text(member, from), range, doc}, member, from,
-      [choices = std::move(choices)](const ConfigNode& n, const std::string& k, const std::string& fallback) {
-        return n.get_choice(k, fallback, choices);
+      [=](const ConfigNode& n, const std::string& k, const std::string& fallback) {
+        const std::string v = n.get<std::string>(k, fallback);
+        if (std::find(choices.begin(), choices.end(), v) == choices.end())
+          n.fail(k, "'" + v + "' is not one of " + range);  // ConfigNode::get_choice's words
+        return v;
       });
 }
 
