@@ -8,69 +8,77 @@ namespace mambarl {
 
 namespace {
 
+using A = AlgoConfig;
+using R = RuntimeConfig;
+
+// The runner's sections, one row per key (tools/config_schema.hpp). A row's
+// default is its member's initialiser in tools/experiment.hpp; the rows'
+// order is the order of the keys in a run's config.yaml.
+// clang-format off
+const Schema<AlgoConfig>& algo_schema() {
+  static const Schema<AlgoConfig> s({
+    number("total_env_steps", &A::total_env_steps, 1LL, 1LL << 50, "env steps (all envs) to train for"),
+    number("chunk_len", &A::chunk_len, 1, 4096, "T: steps per env per chunk; the loss covers a chunk's steps"),
+    number("bptt_len", &A::bptt_len, 1, 1 << 16, "truncated-BPTT sequence length: the chunk plus bptt_len - chunk_len steps of context (state and gradient, no loss); a multiple of chunk_len", same_as(&A::chunk_len, "chunk_len")),
+    number("gamma", &A::gamma, 0.0, 1.0, "discount"),
+    number("gae_lambda", &A::gae_lambda, 0.0, 1.0, "GAE lambda"),
+    value("normalize_rewards", &A::normalize_rewards, "divide rewards by the running std of the discounted return"),
+    number("epochs", &A::epochs, 1, 1000, "PPO epochs over each chunk"),
+    number("minibatches", &A::minibatches, 1, 1 << 20, "minibatches per epoch, over sequences (num_envs / minibatches each)"),
+    number("lr", &A::lr, 0.0, 1.0, "Adam learning rate"),
+    choice("lr_schedule", &A::lr_schedule, {"constant", "linear"}, "linear: decays to 0 at total_env_steps"),
+    number("clip_eps", &A::clip_eps, 0.0, 1.0, "PPO ratio clip"),
+    number("vf_coef", &A::vf_coef, 0.0, 1e3, "value loss weight"),
+    number("ent_coef", &A::ent_coef, 0.0, 1e3, "entropy bonus weight"),
+    value("normalize_advantages", &A::normalize_advantages, "normalise advantages per minibatch"),
+    number("max_grad_norm", &A::max_grad_norm, 0.0, 1e9, "global gradient-norm clip"),
+    number("adam_beta1", &A::adam_beta1, 0.0, 0.999999, "Adam beta1"),
+    number("adam_beta2", &A::adam_beta2, 0.0, 0.999999999, "Adam beta2"),
+    number("adam_eps", &A::adam_eps, 1e-30, 1.0, "Adam epsilon"),
+    number("weight_decay", &A::weight_decay, 0.0, 10.0, "AdamW decoupled weight decay"),
+    choice("on_nonfinite", &A::on_nonfinite, {"stop", "skip"}, "what a non-finite loss or gradient does: stop the run, or skip the update"),
+  });
+  return s;
+}
+
+const Schema<RuntimeConfig>& runtime_schema() {
+  static const Schema<RuntimeConfig> s({
+    value("seed", &R::seed, "seeds the envs, the policy's initialisation and sampling"),
+    choice("device", &R::device, {"cpu", "cuda", "auto"}, "where actors and learner run; cuda falls back to cpu (saying why) without a usable GPU; auto: cuda where the plugin accepts it"),
+    choice("dtype", &R::dtype, {"float32", "bfloat16"}, "the GPU actor's weights (f32 state and sums)"),
+    choice("learner_dtype", &R::learner_dtype, {"float32", "bfloat16", "float16"}, "the GPU learner's GEMM inputs (f32 master weights and sums)", same_as(&R::dtype, "dtype")),
+    value("out_dir", &R::out_dir, "the run's folder (metrics, curve, config.yaml, checkpoint); not empty"),
+    value("sync", &R::sync, "lag-0, bit-reproducible loop; false: async actors"),
+    number("num_actors", &R::num_actors, 1, 256, "actor threads in async mode"),
+    number("queue_size", &R::queue_size, 1, 1024, "chunks buffered between actors and learner"),
+    number("max_policy_lag", &R::max_policy_lag, 0, 1 << 20, "chunks older than this (in learner versions) are dropped"),
+    number("log_every", &R::log_every, 1, 1 << 30, "updates between progress lines"),
+    number("checkpoint_every", &R::checkpoint_every, 0, 1 << 30, "updates between checkpoints (0: only the final one)"),
+    choice("metrics_format", &R::metrics_format, {"csv", "jsonl"}, "format of the run's metrics file"),
+    value("plugin", &R::plugin, "the policy plugin; empty: the bundled libmambarl_policies.so"),
+    list("extra_plugins", &R::extra_plugins, "more plugins (e.g. ones adding env types)"),
+    number("return_window", &R::return_window, 1, 1 << 20, "episodes averaged in mean_return"),
+    number("actor_stall_s", &R::actor_stall_s, 0.01, 1e6, "async mode: an actor busy on one chunk this long stops the run, named"),
+    number("stop_after_updates", &R::stop_after_updates, 0LL, 1LL << 50, "> 0: checkpoint and exit after this many updates (continue with --resume); 0: no limit"),
+    choice("overlap_envs", &R::overlap_envs, {"auto", "on", "off"}, "step half of an actor's envs on the CPU while the other half's actor step runs; auto: on with cuda actors and an even env count"),
+  });
+  return s;
+}
+// clang-format on
+
 AlgoConfig parse_algo(const ConfigNode& n) {
-  n.check_known({"total_env_steps", "chunk_len", "bptt_len", "gamma", "gae_lambda", "normalize_rewards", "epochs", "minibatches", "lr",
-                 "lr_schedule", "clip_eps", "vf_coef", "ent_coef", "normalize_advantages",
-                 "max_grad_norm", "adam_beta1", "adam_beta2", "adam_eps", "weight_decay",
-                 "on_nonfinite"});
-  AlgoConfig a;
-  a.total_env_steps = n.get_in<long long>("total_env_steps", a.total_env_steps, 1, 1LL << 50);
-  a.chunk_len = n.get_in("chunk_len", a.chunk_len, 1, 4096);
-  a.bptt_len = n.get_in("bptt_len", a.chunk_len, 1, 1 << 16);
+  AlgoConfig a = algo_schema().read(n);
+  // Across keys: the context before a chunk is whole earlier chunks of the same envs.
   if (a.bptt_len % a.chunk_len != 0)
     n.fail("bptt_len", "must be a multiple of algo.chunk_len (" + std::to_string(a.chunk_len) + "), got " +
                            std::to_string(a.bptt_len));
-  a.gamma = n.get_in("gamma", a.gamma, 0.0, 1.0);
-  a.gae_lambda = n.get_in("gae_lambda", a.gae_lambda, 0.0, 1.0);
-  a.normalize_rewards = n.get("normalize_rewards", a.normalize_rewards);
-  a.epochs = n.get_in("epochs", a.epochs, 1, 1000);
-  a.minibatches = n.get_in("minibatches", a.minibatches, 1, 1 << 20);
-  a.lr = n.get_in("lr", a.lr, 0.0, 1.0);
-  a.lr_schedule = n.get_choice("lr_schedule", a.lr_schedule, {"constant", "linear"});
-  a.clip_eps = n.get_in("clip_eps", a.clip_eps, 0.0, 1.0);
-  a.vf_coef = n.get_in("vf_coef", a.vf_coef, 0.0, 1e3);
-  a.ent_coef = n.get_in("ent_coef", a.ent_coef, 0.0, 1e3);
-  a.normalize_advantages = n.get("normalize_advantages", a.normalize_advantages);
-  a.max_grad_norm = n.get_in("max_grad_norm", a.max_grad_norm, 0.0, 1e9);
-  a.adam_beta1 = n.get_in("adam_beta1", a.adam_beta1, 0.0, 0.999999);
-  a.adam_beta2 = n.get_in("adam_beta2", a.adam_beta2, 0.0, 0.999999999);
-  a.adam_eps = n.get_in("adam_eps", a.adam_eps, 1e-30, 1.0);
-  a.weight_decay = n.get_in("weight_decay", a.weight_decay, 0.0, 10.0);
-  a.on_nonfinite = n.get_choice("on_nonfinite", a.on_nonfinite, {"stop", "skip"});
   return a;
 }
 
 RuntimeConfig parse_runtime(const ConfigNode& n) {
-  n.check_known({"seed", "device", "dtype", "learner_dtype", "out_dir", "sync", "num_actors", "queue_size",
-                 "max_policy_lag", "log_every", "checkpoint_every", "metrics_format", "plugin",
-                 "return_window", "stop_after_updates", "extra_plugins", "actor_stall_s", "overlap_envs"});
-  RuntimeConfig r;
-  r.seed = n.get<uint64_t>("seed", r.seed);
-  r.device = n.get_choice("device", r.device, {"cpu", "cuda", "auto"});
-  r.dtype = n.get_choice("dtype", r.dtype, {"float32", "bfloat16"});
-  r.learner_dtype = n.get_choice("learner_dtype", r.dtype, {"float32", "bfloat16", "float16"});
-  r.out_dir = n.get<std::string>("out_dir", r.out_dir);
+  RuntimeConfig r = runtime_schema().read(n);
+  // A run writes all its files there; "" would write them into the working directory.
   if (r.out_dir.empty()) n.fail("out_dir", "must not be empty");
-  r.sync = n.get("sync", r.sync);
-  r.num_actors = n.get_in("num_actors", r.num_actors, 1, 256);
-  r.queue_size = n.get_in("queue_size", r.queue_size, 1, 1024);
-  r.max_policy_lag = n.get_in("max_policy_lag", r.max_policy_lag, 0, 1 << 20);
-  r.log_every = n.get_in("log_every", r.log_every, 1, 1 << 30);
-  r.checkpoint_every = n.get_in("checkpoint_every", r.checkpoint_every, 0, 1 << 30);
-  r.metrics_format = n.get_choice("metrics_format", r.metrics_format, {"csv", "jsonl"});
-  r.plugin = n.get<std::string>("plugin", r.plugin);
-  if (n.has("extra_plugins")) {
-    const YAML::Node list = n.yaml()["extra_plugins"];
-    if (!list.IsSequence()) n.fail("extra_plugins", "expected a list of plugin paths");
-    for (const auto& item : list) {
-      if (!item.IsScalar() || item.Scalar().empty()) n.fail("extra_plugins", "expected a list of plugin paths");
-      r.extra_plugins.push_back(item.Scalar());
-    }
-  }
-  r.return_window = n.get_in("return_window", r.return_window, 1, 1 << 20);
-  r.actor_stall_s = n.get_in("actor_stall_s", r.actor_stall_s, 0.01, 1e6);
-  r.stop_after_updates = n.get_in<long long>("stop_after_updates", r.stop_after_updates, 0, 1LL << 50);
-  r.overlap_envs = n.get_choice("overlap_envs", r.overlap_envs, {"auto", "on", "off"});
   return r;
 }
 
@@ -119,53 +127,17 @@ Experiment parse_experiment(const std::string& text, const std::string& path,
 std::string Experiment::resolved_yaml(const std::string& policy_resolved, const std::string& device) const {
   YAML::Node out = YAML::Clone(root);
   out["policy"] = YAML::Load(policy_resolved);
-  const AlgoConfig& a = algo;
-  YAML::Node al;
-  al["total_env_steps"] = a.total_env_steps;
-  al["chunk_len"] = a.chunk_len;
-  al["bptt_len"] = a.bptt_len;
-  al["gamma"] = a.gamma;
-  al["gae_lambda"] = a.gae_lambda;
-  al["normalize_rewards"] = a.normalize_rewards;
-  al["epochs"] = a.epochs;
-  al["minibatches"] = a.minibatches;
-  al["lr"] = a.lr;
-  al["lr_schedule"] = a.lr_schedule;
-  al["clip_eps"] = a.clip_eps;
-  al["vf_coef"] = a.vf_coef;
-  al["ent_coef"] = a.ent_coef;
-  al["normalize_advantages"] = a.normalize_advantages;
-  al["max_grad_norm"] = a.max_grad_norm;
-  al["adam_beta1"] = a.adam_beta1;
-  al["adam_beta2"] = a.adam_beta2;
-  al["adam_eps"] = a.adam_eps;
-  al["weight_decay"] = a.weight_decay;
-  al["on_nonfinite"] = a.on_nonfinite;
-  out["algo"] = al;
-  const RuntimeConfig& r = runtime;
-  YAML::Node rt;
-  rt["seed"] = r.seed;
-  rt["device"] = device;
-  rt["dtype"] = r.dtype;
-  rt["learner_dtype"] = r.learner_dtype;
-  rt["out_dir"] = r.out_dir;
-  rt["sync"] = r.sync;
-  rt["num_actors"] = r.num_actors;
-  rt["queue_size"] = r.queue_size;
-  rt["max_policy_lag"] = r.max_policy_lag;
-  rt["log_every"] = r.log_every;
-  rt["checkpoint_every"] = r.checkpoint_every;
-  rt["metrics_format"] = r.metrics_format;
-  rt["plugin"] = r.plugin;
-  for (const auto& p : r.extra_plugins) rt["extra_plugins"].push_back(p);
-  rt["return_window"] = r.return_window;
-  rt["actor_stall_s"] = r.actor_stall_s;
-  rt["stop_after_updates"] = r.stop_after_updates;
-  rt["overlap_envs"] = r.overlap_envs;
-  out["runtime"] = rt;
+  out["algo"] = algo_schema().write(algo);
+  out["runtime"] = runtime_schema().write(runtime);
+  // As resolved against the plugin (cpu or cuda), not as asked (auto).
+  out["runtime"]["device"] = device;
   YAML::Emitter em;
   em << out;
   return em.c_str();
+}
+
+std::vector<ConfigSection> runner_config_sections() {
+  return {{"algo", algo_schema().docs()}, {"runtime", runtime_schema().docs()}};
 }
 
 }  // namespace mambarl

@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "kernels/config_node.hpp"
+#include "tools/config_schema.hpp"
 
 namespace mambarl {
 
@@ -50,7 +51,7 @@ struct RuntimeConfig {
   std::string device = "cpu";
   std::string dtype = "float32";  // float32 | bfloat16: the GPU actor's weights (f32 state and sums)
   // float32 | bfloat16 | float16: the GPU learner's GEMM inputs (f32 master
-  // weights and accumulation); parse_runtime defaults it to `dtype`.
+  // weights and accumulation); absent from the config, it is `dtype`.
   std::string learner_dtype = "float32";
   std::string out_dir = "runs/default";
   bool sync = true;              // lag-0, bit-reproducible loop
@@ -90,6 +91,10 @@ struct Experiment {
   // runtime.device as resolved against the plugin: cpu or cuda).
   std::string resolved_yaml(const std::string& policy_resolved, const std::string& device) const;
 };
+
+// The keys of `algo:` and `runtime:`, from their schemas (tools/experiment.cpp),
+// for `mambarl config --keys` and tools/CONFIG_KEYS.md.
+std::vector<ConfigSection> runner_config_sections();
 
 // Reads and validates `path`; a missing, empty or duplicated key, bad YAML or a
 // bad key is a ConfigError naming file:line:col (or the override) and the key;

@@ -1,4 +1,4 @@
-// mambarl: the command-line runner (train, eval, bench, export, sweep, plot).
+// mambarl: the command-line runner (train, eval, bench, export, sweep, plot, config).
 //
 // The one place the command line is defined: CLI11 reads every subcommand's
 // arguments into the option structs the commands take (TrainOptions,
@@ -6,6 +6,7 @@
 // type and range, and writes --help from the same definitions. Usage errors
 // exit 2, a command that fails exits 1.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -16,7 +17,9 @@
 #include "tools/bench/bench.hpp"
 #include "tools/bench/bench_soak.hpp"
 #include "tools/cli_args.hpp"
+#include "tools/config_keys.hpp"
 #include "tools/evaluate.hpp"
+#include "tools/experiment.hpp"
 #include "tools/export.hpp"
 #include "tools/plot_runs.hpp"
 #include "tools/ranks.hpp"
@@ -268,6 +271,41 @@ CLI::App* add_plot(CLI::App& app, mambarl::PlotOptions& o) {
   return cmd;
 }
 
+struct ConfigCommand {
+  std::string section;  // "": every section
+  bool markdown = false;
+};
+
+// `config --keys [section]`: the reference of the runner's config keys, from the sections' schemas.
+CLI::App* add_config(CLI::App& app, ConfigCommand& c) {
+  CLI::App* cmd = app.add_subcommand("config", "describe the experiment config's keys");
+  cmd->add_flag("--keys", "list each key with its type, default, range or choices, and what it does")->required();
+  std::string known;
+  for (const mambarl::ConfigSection& s : mambarl::runner_config_sections())
+    known += (known.empty() ? "" : ", ") + s.name;
+  cmd->add_option("section", c.section, "only this section (" + known + ")")
+      ->type_name("SECTION")
+      ->check(CLI::Validator(
+          [known](std::string& name) -> std::string {
+            for (const mambarl::ConfigSection& s : mambarl::runner_config_sections())
+              if (s.name == name) return "";
+            return "unknown section '" + name + "' (known: " + known + ")";
+          },
+          ""));
+  cmd->add_flag("--markdown", c.markdown, std::string("the Markdown page instead: ") + mambarl::kConfigKeysRefresh);
+  return cmd;
+}
+
+int run_config(const ConfigCommand& c, std::ostream& out) {
+  std::vector<mambarl::ConfigSection> sections = mambarl::runner_config_sections();
+  if (!c.section.empty())
+    sections.erase(std::remove_if(sections.begin(), sections.end(),
+                                  [&](const mambarl::ConfigSection& s) { return s.name != c.section; }),
+                   sections.end());
+  out << (c.markdown ? mambarl::config_keys_markdown(sections) : mambarl::config_keys_text(sections));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -281,12 +319,14 @@ int main(int argc, char** argv) {
   mambarl::SoakOptions soak;
   mambarl::SweepOptions sweep;
   mambarl::PlotOptions plot;
+  ConfigCommand config;
   CLI::App* train_cmd = add_train(app, train);
   CLI::App* eval_cmd = add_eval(app, eval);
   CLI::App* export_cmd = add_export(app, exp);
   CLI::App* bench_cmd = add_bench(app, bench, soak);
   CLI::App* sweep_cmd = add_sweep(app, sweep);
   CLI::App* plot_cmd = add_plot(app, plot);
+  CLI::App* config_cmd = add_config(app, config);
   if (const auto status = mambarl::parse_command_line(app, argc, argv)) return *status;
 
   CLI::App* const cmd = app.get_subcommands().front();
@@ -315,6 +355,7 @@ int main(int argc, char** argv) {
       std::cout << "wrote " << plot.out << "\n";
       return 0;
     }
+    if (cmd == config_cmd) return run_config(config, std::cout);
     MAMBARL_FAIL("no command for '" << cmd->get_name() << "'");
   } catch (const std::exception& e) {
     std::cerr << "mambarl " << cmd->get_name() << ": error: " << e.what() << std::endl;
