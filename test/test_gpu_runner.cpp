@@ -184,6 +184,40 @@ Experiment runner_experiment(const std::string& env, int B, int T) {
   return parse_experiment(y.str(), "<test_gpu_runner>", {std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN});
 }
 
+// The CPU worker and the GPU rollout of one GPU policy over the same envs
+// (env seed 5; actors of seed 11 with the policy's initial weights; one lane,
+// the worker without overlap), the worker keeping the learner context that
+// exp's algo.bptt_len gives the rollout.
+struct TwinRollouts {
+  std::unique_ptr<PolicySession> session;  // first: outlives the actors
+  int O = 0, W = 0;
+  size_t S = 0;
+  std::unique_ptr<RolloutWorker> worker;
+  std::unique_ptr<DeviceRollout> rollout;
+};
+
+TwinRollouts make_twin_rollouts(const Experiment& exp, int B, int T) {
+  TwinRollouts t;
+  t.session = load_plugins(exp);
+  auto cpu_env = make_vec_env(exp.section("env"));
+  create_policy(*t.session, exp, cpu_env->spec());
+  BOOST_REQUIRE(t.session->device == "cuda");
+  t.O = cpu_env->spec().obs_dim;
+  t.W = static_cast<int>(t.session->info.act_width);
+  t.S = static_cast<size_t>(t.session->info.state_size);
+  std::vector<float> weights;
+  t.session->policy->get_weights(weights);
+  auto actor_cpu_env = t.session->policy->create_actor(B, 11), actor_gpu_env = t.session->policy->create_actor(B, 11);
+  actor_cpu_env->set_weights(weights, 0);
+  actor_gpu_env->set_weights(weights, 0);
+  std::vector<RolloutLane> lanes;
+  lanes.push_back({std::move(cpu_env), std::move(actor_cpu_env), 5});
+  t.worker = std::make_unique<RolloutWorker>(std::move(lanes), T, exp.algo.context_len());
+  t.rollout =
+      std::make_unique<DeviceRollout>(make_gpu_vec_env(exp.section("env")), std::move(actor_gpu_env), 5, T, exp.algo, t.S);
+  return t;
+}
+
 // The first chunk of a GPU-env rollout is the CPU worker's chunk from the
 // same env seed, actor seed and weights (both actors on the GPU): the same
 // actions, rewards and flags, observations within float rounding of the
@@ -191,29 +225,13 @@ Experiment runner_experiment(const std::string& env, int B, int T) {
 // Returns the chunk's truncation flags.
 std::vector<uint8_t> check_gpu_env_chunk(const std::string& env, int B, int T) {
   const Experiment exp = runner_experiment(env, B, T);
-  auto session = load_plugins(exp);
-  auto cpu_env = make_vec_env(exp.section("env"));
-  create_policy(*session, exp, cpu_env->spec());
-  BOOST_REQUIRE(session->device == "cuda");
-  const int O = cpu_env->spec().obs_dim, W = static_cast<int>(session->info.act_width);
-  const size_t S = static_cast<size_t>(session->info.state_size);
-  std::vector<float> weights;
-  session->policy->get_weights(weights);
-  auto actor_cpu_env = session->policy->create_actor(B, 11), actor_gpu_env = session->policy->create_actor(B, 11);
-  actor_cpu_env->set_weights(weights, 0);
-  actor_gpu_env->set_weights(weights, 0);
-
-  std::vector<RolloutLane> lanes;  // one lane: the worker without overlap
-  lanes.push_back({std::move(cpu_env), std::move(actor_cpu_env), 5});
-  RolloutWorker worker(std::move(lanes));
+  TwinRollouts twins = make_twin_rollouts(exp, B, T);
   Chunk c;
-  c.allocate(T, B, O, W, S);
-  worker.collect(c);
-
-  DeviceRollout rollout(make_gpu_vec_env(exp.section("env")), std::move(actor_gpu_env), 5, T, exp.algo, S);
+  c.allocate(T, B, twins.O, twins.W, twins.S);
+  twins.worker->collect(c);
   Chunk stats;
-  rollout.collect(stats);
-  const DeviceChunk& d = rollout.chunk();
+  twins.rollout->collect(stats);
+  const DeviceChunk& d = twins.rollout->chunk();
 
   // Cartpole's float dynamics on the device may round differently (FMA
   // contraction) by ~1e-7 per step; 32 steps stay far below 1e-5.
@@ -315,27 +333,16 @@ BOOST_AUTO_TEST_CASE(gpu_env_learner_context_matches_cpu_and_resumes_bit_exactly
   const Experiment exp = parse_experiment("env: {type: tmaze, length: 2, num_envs: 64}\npolicy: {type: mamba1, d_model: 16}\n"
                                           "algo: {chunk_len: 8, bptt_len: 24}\nruntime: {device: cuda}\n",
                                           "<test_gpu_runner>", {std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN});
-  auto session = load_plugins(exp);
-  auto cpu_env = make_vec_env(exp.section("env"));
-  create_policy(*session, exp, cpu_env->spec());
-  const int O = cpu_env->spec().obs_dim, W = static_cast<int>(session->info.act_width);
-  const size_t S = static_cast<size_t>(session->info.state_size);
-  std::vector<float> weights;
-  session->policy->get_weights(weights);
-  auto actor_cpu_env = session->policy->create_actor(B, 11), actor_gpu_env = session->policy->create_actor(B, 11);
-  actor_cpu_env->set_weights(weights, 0);
-  actor_gpu_env->set_weights(weights, 0);
-  std::vector<RolloutLane> lanes;
-  lanes.push_back({std::move(cpu_env), std::move(actor_cpu_env), 5});
-  RolloutWorker worker(std::move(lanes), T, K * T);
-  DeviceRollout rollout(make_gpu_vec_env(exp.section("env")), std::move(actor_gpu_env), 5, T, exp.algo, S);
+  TwinRollouts twins = make_twin_rollouts(exp, B, T);
   Chunk c, stats;
-  c.allocate(T, B, O, W, S, K * T);
+  c.allocate(T, B, twins.O, twins.W, twins.S, K * T);
   for (int k = 0; k < 4; ++k) {
-    worker.collect(c);
-    rollout.collect(stats);
+    twins.worker->collect(c);
+    twins.rollout->collect(stats);
   }
-  const DeviceChunk& d = rollout.chunk();
+  const DeviceChunk& d = twins.rollout->chunk();
+  const int O = twins.O;
+  const size_t S = twins.S;
   BOOST_TEST(d.context_T == K * T);
   const std::vector<float> window = copy_to_host(d.obs);
   const std::vector<uint8_t> starts = copy_to_host(d.starts);
