@@ -13,6 +13,7 @@
 
 #include "test/hide_gpus.hpp"
 #include "tools/actor_watchdog.hpp"
+#include "tools/bench/steady_rate.hpp"
 #include "tools/bounded_queue.hpp"
 #include "tools/evaluate.hpp"
 #include "tools/experiment.hpp"
@@ -613,6 +614,21 @@ BOOST_AUTO_TEST_CASE(an_earlier_run_in_out_dir_is_refused_unless_resumed_or_forc
 // async mode keeps two chunks per actor, activations follow T x B/minibatches,
 // runtime.device cuda moves the learner to the GPU, env.backend cuda the envs
 // and chunks too.
+// bench e2e's steady rate: the slope of a straight line exactly, with the
+// slow first 10% of the points (start-up) left out.
+BOOST_AUTO_TEST_CASE(steady_rate_is_the_slope_after_the_first_tenth) {
+  std::vector<double> wall, steps;
+  for (int i = 0; i < 20; ++i) {
+    wall.push_back(i == 0 ? 5.0 : 5.0 + 0.5 * i);  // update 1 took 5 s (graph captures)
+    steps.push_back(1000.0 * (i + 1));
+  }
+  wall[1] = 5.2;  // also start-up: the second of the first 10%
+  const SteadyRate r = steady_rate(wall, steps);
+  BOOST_TEST(r.first == 2u);
+  BOOST_TEST(r.per_s == 2000.0, boost::test_tools::tolerance(1e-12));
+  BOOST_CHECK_THROW(steady_rate({1, 2}, {10, 20}), Error);
+}
+
 BOOST_AUTO_TEST_CASE(memory_estimate_follows_the_config) {
   MemoryInputs in;
   in.num_envs = 1024;

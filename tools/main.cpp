@@ -192,7 +192,8 @@ CLI::App* add_bench(CLI::App& app, mambarl::BenchOptions& o, mambarl::SoakOption
       ->type_name("TxBxDxL");
   CLI::App* e2e = add("e2e",
                       "the training runner end to end, sync mode: env-steps/s over the whole run and in the "
-                      "steady state after warm-up, for cartpole and stateless_cartpole x mamba1 and mamba3 "
+                      "steady state (as PufferLib: the least-squares slope of env steps over time after the "
+                      "first 10% of the updates), for cartpole and stateless_cartpole x mamba1 and mamba3 "
                       "(d_model 64, 2 layers)");
   e2e->add_option("--env-backend", o.env_backend,
                   "--device cuda: CPU envs at 1024/4096/16384, GPU-resident envs at 1024/4096/16384/65536, "

@@ -964,6 +964,7 @@ TrainSummary Run::go() {
   sum.mean_return = s_.mean_return();
   sum.env_steps = s_.env_steps;
   sum.episodes = s_.episodes;
+  sum.num_params = session_->info.num_params;
   sum.wall_s = wall_before_ + std::chrono::duration<double>(Clock::now() - t0_).count();
   sum.checkpoint = ckpt_path_;
   sum.metrics = metrics_ ? metrics_->path() : "";

@@ -51,6 +51,7 @@ struct TrainSummary {
   double mean_return = 0;   // over the last runtime.return_window episodes
   long long env_steps = 0;
   long long episodes = 0;
+  long long num_params = 0;  // the policy's parameter count
   double wall_s = 0;
   std::string checkpoint, metrics, curve;
   size_t queue_high_water = 0;  // async mode: most chunks ever queued for the learner

@@ -20,6 +20,7 @@
 #include "tools/bench/bench_rollout_gpu.hpp"
 #include "tools/bench/bench_train_gpu.hpp"
 #endif
+#include "tools/bench/steady_rate.hpp"
 #include "tools/experiment.hpp"
 #include "tools/ranks.hpp"
 #include "tools/svg_plot.hpp"
@@ -188,16 +189,15 @@ struct E2eResult {
 // Whole runner (actor and learner on `device`, envs on `env_backend`; CPU
 // envs overlapped with the actor step as runtime.overlap_envs: auto decides),
 // sync mode, for `updates` updates of chunk_len 32. Besides the whole run's
-// rate, the steady state: env steps per second between the end of update
-// `warmup` and the last one, which leaves out start-up (plugin load, model init, graph
-// captures, the first update's lazy CUDA setup). Under several data-parallel
+// rate, the steady state as PufferLib reports it (tools/bench/steady_rate.hpp:
+// the slope of env steps over time after the first 10% of the updates), and
+// where those updates' time went. Under several data-parallel
 // ranks (`mpirun -np N mambarl bench e2e`), num_envs is split over them and
 // rank 0 also reports the gradient all-reduce's share of the learner's time;
 // the other ranks return an empty json.
 E2eResult bench_e2e(const std::string& env, const std::string& type, int num_envs, const std::string& device,
-                    const std::string& env_backend, int updates, int warmup, Ranks& ranks) {
-  MAMBARL_CHECK(updates > warmup && warmup >= 1,
-                "bench e2e: need more updates (" << updates << ") than warm-up updates (" << warmup << ")");
+                    const std::string& env_backend, int updates, Ranks& ranks) {
+  MAMBARL_USER_CHECK(updates >= 3, "bench e2e: --reps " << updates << ": a steady rate needs 3 or more updates");
   const auto dir = std::filesystem::temp_directory_path() /
                    ("mambarl_bench_" + env + "_" + type + "_" + device + "_" + env_backend + "_" +
                     std::to_string(num_envs));
@@ -235,18 +235,20 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
   MAMBARL_CHECK(envs_on_gpu == (env_backend == "cuda"),
                 "bench e2e: env.backend " << env_backend << " but the envs ran elsewhere:\n" << sink.str());
   const std::vector<Progress> rows = read_progress(dir / "metrics.csv");
-  MAMBARL_CHECK(static_cast<int>(rows.size()) > warmup,
-                "bench e2e: " << rows.size() << " updates logged, warm-up is " << warmup);
-  const Progress& a = rows[static_cast<size_t>(warmup - 1)];
-  const Progress& b = rows.back();
-  E2eResult r{env, type, env_backend, num_envs, (b.env_steps - a.env_steps) / (b.wall_s - a.wall_s), {}};
+  std::vector<double> wall, steps;
+  for (const Progress& p : rows) {
+    wall.push_back(p.wall_s);
+    steps.push_back(p.env_steps);
+  }
+  const SteadyRate rate = steady_rate(wall, steps);
+  E2eResult r{env, type, env_backend, num_envs, rate.per_s, {}};
   // Where the steady updates' time went: the rollout against the learner.
   double collect_s = 0, learn_s = 0;
-  for (size_t i = static_cast<size_t>(warmup); i < rows.size(); ++i) {
+  for (size_t i = rate.first; i < rows.size(); ++i) {
     collect_s += rows[i].collect_s;
     learn_s += rows[i].learn_s;
   }
-  const double steady = static_cast<double>(rows.size()) - warmup;
+  const double steady = static_cast<double>(rows.size() - rate.first);
   double all_learn_s = 0;  // the gradient sums of every update happened inside these
   for (const Progress& p : rows) all_learn_s += p.learn_s;
   r.fields = {{"env", env},
@@ -256,12 +258,15 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
               {"num_envs", num_envs},
               {"d_model", 64},
               {"n_layers", 2},
+              {"params", s.num_params},
               {"chunk_len", kChunk},
+              {"epochs", 1},
+              {"minibatches", 1},
               {"updates", rows.size()},
               {"env_steps", s.env_steps},
               {"wall_s", s.wall_s},
               {"env_steps_per_s", s.env_steps / s.wall_s},
-              {"warmup_updates", warmup},
+              {"steady_from_update", rate.first + 1},
               {"steady_env_steps_per_s", r.steady_env_steps_per_s},
               {"steady_collect_ms", 1e3 * collect_s / steady},
               {"steady_learn_ms", 1e3 * learn_s / steady},
@@ -277,12 +282,12 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
 // Every env x policy at each of `num_envs`: appended to `results`, their
 // fields returned as an array (of empty fields on ranks other than 0).
 json run_e2e(std::vector<E2eResult>& results, const std::vector<int>& num_envs, const std::string& device,
-             const std::string& env_backend, int updates, int warmup, Ranks& ranks) {
+             const std::string& env_backend, int updates, Ranks& ranks) {
   json fields = json::array();
   for (int n : num_envs)
     for (const char* env : {"cartpole", "stateless_cartpole"})
       for (const char* t : {"mamba1", "mamba3"}) {
-        results.push_back(bench_e2e(env, t, n, device, env_backend, updates, warmup, ranks));
+        results.push_back(bench_e2e(env, t, n, device, env_backend, updates, ranks));
         fields.push_back(results.back().fields);
       }
   return fields;
@@ -351,9 +356,9 @@ int bench_what(const BenchOptions& o, Ranks& ranks, std::ostream& out) {
       json report = {{"bench", "e2e"}, {"device", "cuda"}, {"mode", "sync"}, {"env_backend", env_backend}};
       json& results = report["results"] = json::array();
       if (env_backend != "cuda")
-        for (json& r : run_e2e(e2e, {1024, 4096, 16384}, "cuda", "cpu", reps ? reps : 12, 2, ranks)) results.push_back(r);
+        for (json& r : run_e2e(e2e, {1024, 4096, 16384}, "cuda", "cpu", reps ? reps : 12, ranks)) results.push_back(r);
       if (env_backend != "cpu")
-        for (json& r : run_e2e(e2e, {1024, 4096, 16384, 65536}, "cuda", "cuda", reps ? reps : 12, 2, ranks))
+        for (json& r : run_e2e(e2e, {1024, 4096, 16384, 65536}, "cuda", "cuda", reps ? reps : 12, ranks))
           results.push_back(r);
       if (env_backend != "cuda")
         report["cpu_envs_65536"] =
@@ -361,7 +366,7 @@ int bench_what(const BenchOptions& o, Ranks& ranks, std::ostream& out) {
             "GPU each step, so 65536 CPU envs measure that thread, not the runner; GPU-resident envs are the "
             "path for that size";
       std::vector<E2eResult> baseline;
-      report["cpu_baseline"] = run_e2e(baseline, {1024}, "cpu", "cpu", 4, 1, ranks);
+      report["cpu_baseline"] = run_e2e(baseline, {1024}, "cpu", "cpu", 4, ranks);
       if (!plot.empty()) {
         plot_e2e(plot, e2e);
         report["plot"] = plot;
@@ -389,7 +394,7 @@ int bench_what(const BenchOptions& o, Ranks& ranks, std::ostream& out) {
     for (const char* t : {"mamba1", "mamba3", "gru", "mlp"}) shapes.push_back({t, 64, 128, 2, 64});
     report["results"] = results_of(shapes, [&](const Shape& s) { return bench_train_cpu(s, reps ? reps : 10); });
   } else {
-    report["results"] = run_e2e(e2e, {64}, "cpu", "cpu", reps ? reps : 8, 2, ranks);
+    report["results"] = run_e2e(e2e, {64}, "cpu", "cpu", reps ? reps : 8, ranks);
     if (!plot.empty() && ranks.is_root()) {
       plot_e2e(plot, e2e);
       report["plot"] = plot;
