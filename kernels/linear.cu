@@ -18,7 +18,7 @@ int blocks_for(size_t n) { return static_cast<int>((n + kThreads - 1) / kThreads
 
 __global__ void linear_small_kernel(int M, int in, int out, const float* __restrict__ X,
                                     const float* __restrict__ W, const float* __restrict__ b,
-                                    float* __restrict__ Y) {
+                                    RowEmbedding embed, float* __restrict__ Y) {
   pdl_enter();
   const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<size_t>(M) * out) return;
@@ -27,7 +27,9 @@ __global__ void linear_small_kernel(int M, int in, int out, const float* __restr
   const float* wr = W + static_cast<size_t>(o) * in;
   float acc = 0.f;
   for (int i = 0; i < in; ++i) acc += __ldg(wr + i) * x[i];
-  Y[idx] = acc + __ldg(b + o);
+  acc += __ldg(b + o);
+  if (embed.rows != nullptr && embed.rows[m] != 0) acc += __ldg(embed.vec + o);
+  Y[idx] = acc;
 }
 
 __global__ void fold_norm_kernel(int rows, int cols, const float* __restrict__ W,
@@ -326,10 +328,11 @@ void to_half(Precision type, size_t n, const float* in, uint16_t* out, cudaStrea
 }
 
 void linear_small(int M, int in, int out, const float* X, const float* W, const float* b, float* Y,
-                  cudaStream_t stream, bool pdl) {
+                  cudaStream_t stream, bool pdl, RowEmbedding embed) {
   MAMBARL_CHECK(M > 0 && in > 0 && out > 0, "linear_small: sizes must be positive");
+  MAMBARL_CHECK((embed.rows == nullptr) == (embed.vec == nullptr), "linear_small: embedding rows without a vector");
   launch_kernel(pdl, linear_small_kernel, blocks_for(static_cast<size_t>(M) * out), kThreads, 0,
-                stream, M, in, out, X, W, b, Y);
+                stream, M, in, out, X, W, b, embed, Y);
 }
 
 void fold_norm(int rows, int cols, const float* W, const float* w, float* out, cudaStream_t stream) {

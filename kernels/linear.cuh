@@ -91,8 +91,15 @@ void to_bf16(size_t n, const float* in, __nv_bfloat16* out, cudaStream_t stream)
 //   in (n) f32 -> out (n) 16-bit words of `type` (bfloat16 or float16), round to nearest even
 void to_half(Precision type, size_t n, const float* in, uint16_t* out, cudaStream_t stream);
 
+// A vector added to the rows of Y that `rows` flags (u8, M); both null: none.
+// The model's episode-start embedding (policy/actor_critic.hpp).
+struct RowEmbedding {
+  const uint8_t* rows = nullptr;
+  const float* vec = nullptr;  // (out)
+};
+
 void linear_small(int M, int in, int out, const float* X, const float* W, const float* b, float* Y,
-                  cudaStream_t stream, bool pdl = false);
+                  cudaStream_t stream, bool pdl = false, RowEmbedding embed = {});
 
 //   W (rows, cols), w (cols) -> out (rows, cols)
 void fold_norm(int rows, int cols, const float* W, const float* w, float* out, cudaStream_t stream);

@@ -15,6 +15,11 @@ __global__ void fill_kernel(size_t n, float value, float* __restrict__ out) {
   if (i < n) out[i] = value;
 }
 
+__global__ void flags_to_mask_kernel(size_t n, const uint8_t* __restrict__ flags, float* __restrict__ out) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = flags[i] != 0 ? 1.f : 0.f;
+}
+
 // No __restrict__: out may alias a or b (each element is read before it is written).
 __global__ void add_kernel(size_t n, const float* a, const float* b, float* out) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -35,6 +40,12 @@ void fill(size_t n, float value, float* out, cudaStream_t stream) {
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 
+void flags_to_mask(size_t n, const uint8_t* flags, float* out, cudaStream_t stream) {
+  if (n == 0) return;
+  flags_to_mask_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, flags, out);
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+}
+
 void add(size_t n, const float* a, const float* b, float* out, cudaStream_t stream) {
   if (n == 0) return;
   add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, a, b, out);
@@ -48,10 +59,10 @@ void add_bias_rows(int M, int N, float* Y, const float* b, cudaStream_t stream) 
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 
-void column_sum(cublasHandle_t handle, int M, int N, const float* X, int ldx, const float* ones, float* out) {
-  // out (1, N) += ones (1, M) · X (M, N), in f32 whatever the learner's GEMM
+void column_sum(cublasHandle_t handle, int M, int N, const float* X, int ldx, const float* w, float* out) {
+  // out (1, N) += w (1, M) · X (M, N), in f32 whatever the learner's GEMM
   // precision: a bias or norm gradient is one sum per column, cheap in f32.
-  gemm(handle, GemmPrecision{}, false, false, 1, N, M, 1.f, ones, M, X, ldx, 1.f, out, N);
+  gemm(handle, GemmPrecision{}, false, false, 1, N, M, 1.f, w, M, X, ldx, 1.f, out, N);
 }
 
 }  // namespace mambarl::cuda

@@ -3,7 +3,10 @@
 //   fill           out (n) = value (the ones vector of column_sum);
 //   add            out = a + b elementwise (the residual stream h + mixer(h));
 //   add_bias_rows  Y (M, N) += b (N) on every row (a Linear's bias after its GEMM);
-//   column_sum     out (N) += Σ_rows X (M, N): a bias or norm-weight gradient.
+//   flags_to_mask  out (n) = 1.f where flags (u8) is set, else 0.f;
+//   column_sum     out (N) += Σ_rows w_m X (M, N) for weights w (M): with w all
+//                  ones a bias or norm-weight gradient; with a flags mask
+//                  the episode-start embedding's.
 //                  It is the GEMM ones(1, M) · X through cuBLAS, so the sum
 //                  over tokens runs in one fixed order (deterministic, no
 //                  atomics) at GEMM speed.
@@ -13,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace mambarl::cuda {
 
@@ -24,8 +28,10 @@ void add(size_t n, const float* a, const float* b, float* out, cudaStream_t stre
 //   Y (M, N), b (N)
 void add_bias_rows(int M, int N, float* Y, const float* b, cudaStream_t stream);
 
-//   X (M, N) with row stride ldx, ones (M) all 1.f, out (N) accumulated.
+void flags_to_mask(size_t n, const uint8_t* flags, float* out, cudaStream_t stream);
+
+//   X (M, N) with row stride ldx, w (M) the row weights, out (N) accumulated.
 //   The handle is bound to the caller's stream (linear.cuh).
-void column_sum(cublasHandle_t handle, int M, int N, const float* X, int ldx, const float* ones, float* out);
+void column_sum(cublasHandle_t handle, int M, int N, const float* X, int ldx, const float* w, float* out);
 
 }  // namespace mambarl::cuda

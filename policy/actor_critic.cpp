@@ -22,6 +22,7 @@ ActorCritic<S>::ActorCritic(const ActorCriticSpec& spec, const MixerFactory& mak
   const int D = spec_.d_model, A = spec_.head.action_dim;
   obs_w_ = layout_.add("obs_proj.weight", {D, spec_.obs_dim}, true);
   obs_b_ = layout_.add("obs_proj.bias", {D}, false);
+  if (spec_.start_embedding) start_embed_ = layout_.add("start_embed", {D}, false);  // starts at zero: a no-op
   for (int l = 0; l < spec_.n_layers; ++l) {
     const std::string prefix = "layers." + std::to_string(l) + ".";
     norm_w_.push_back(layout_.add(prefix + "norm.weight", {D}, false));
@@ -80,6 +81,10 @@ void ActorCritic<S>::forward(const S* params, const Mat<S>& obs, const uint8_t* 
   c.obs = obs;
   c.h[0].resize(obs.rows(), spec_.d_model);
   linear_forward(obs, P.mat(obs_w_), P.ptr(obs_b_), c.h[0]);
+  if (start_embed_ >= 0)
+    for (Eigen::Index r = 0; r < obs.rows(); ++r)
+      if (starts[r]) c.h[0].row(r) += P.vec(start_embed_).transpose();
+  c.starts.assign(starts, starts + obs.rows());
   for (int l = 0; l < spec_.n_layers; ++l) {
     const size_t i = static_cast<size_t>(l);
     rmsnorm_forward(c.h[i], P.ptr(norm_w_[i]), c.normed[i], c.rstd[i]);
@@ -115,6 +120,9 @@ void ActorCritic<S>::backward(const S* params, Cache& c, const Mat<S>& dhead,
   }
   linear_backward(c.obs, P.mat(obs_w_), c.dh, G.mat(obs_w_), G.ptr(obs_b_),
                   static_cast<Mat<S>*>(nullptr));
+  if (start_embed_ >= 0)
+    for (Eigen::Index r = 0; r < c.dh.rows(); ++r)
+      if (c.starts[static_cast<size_t>(r)]) G.vec(start_embed_) += c.dh.row(r).transpose();
 }
 
 template <typename S>

@@ -1,5 +1,5 @@
 // The recurrent actor-critic model (policy/MATH.md "Actor-critic model"):
-//   h⁰ = W_obs o + b_obs;  hˡ⁺¹ = hˡ + Mixerˡ(RMSNorm(hˡ; wˡ));  f = RMSNorm(h^L; w_f)
+//   h⁰ = W_obs o + b_obs (+ e_start at an episode's first step);  hˡ⁺¹ = hˡ + Mixerˡ(RMSNorm(hˡ; wˡ));  f = RMSNorm(h^L; w_f)
 //   head = W_π f + b_π (logits, or the Gaussian mean; log σ a parameter);  V = W_v f + b_v
 // The mixer of every layer comes from a factory, so Mamba-1, Mamba-3, GRU and
 // MLP all share this one model, its heads, its checkpoint names and its tests.
@@ -26,6 +26,12 @@ struct ActorCriticSpec {
   int d_model = 0;
   int n_layers = 0;
   double log_std_init = 0.0;  // continuous heads only
+  // A learned vector e_start added to h⁰ at each episode's first step
+  // (policy.start_embedding): it tells the blocks where an episode begins.
+  // Mamba's write gates (dt, B) depend on the current input only, so without
+  // it a Mamba-3 layer cannot store "the first observation" and nothing
+  // after it (POPGym RepeatFirst; policy/MATH.md "Episode-start embedding").
+  bool start_embedding = false;
   void validate() const;
 };
 
@@ -56,6 +62,7 @@ class ActorCritic {
     Mat<S> f;                    // (T*B, D) final norm output
     Vec<S> rstd_f;               // (T*B)
     Mat<S> obs;                  // (T*B, obs_dim) copy of the input, for dW_obs
+    std::vector<uint8_t> starts; // (T*B) copy of the episode starts, for de_start
     // backward scratch
     Mat<S> dh, dn, dmix;         // (T*B, D)
   };
@@ -85,7 +92,7 @@ class ActorCritic {
   std::vector<std::unique_ptr<Mixer<S>>> mixers_;
   std::vector<size_t> state_offsets_;
   size_t state_size_ = 0;
-  ParamId obs_w_, obs_b_, norm_f_, pi_w_, pi_b_, v_w_, v_b_, log_std_ = -1;
+  ParamId obs_w_, obs_b_, start_embed_ = -1, norm_f_, pi_w_, pi_b_, v_w_, v_b_, log_std_ = -1;
   std::vector<ParamId> norm_w_;
 };
 

@@ -106,6 +106,7 @@ struct GpuActor::Impl {
   cuda::HeadDims head_dims;
   cuda::HeadWeights head_w;
   const float *obs_w = nullptr, *obs_b = nullptr;
+  const float* start_embed = nullptr;  // (D) policy.start_embedding; null without
   // Declared last: destroyed before the buffers they point into.
   CudaGraph step_graph{"actor step"}, peek_graph{"actor peek"};
   CudaGraph step_graph_pdl{"actor step (PDL)"}, peek_graph_pdl{"actor peek (PDL)"};
@@ -294,6 +295,7 @@ GpuActor::Impl::Impl(std::shared_ptr<const ActorCritic<float>> m, const PolicyCo
 
   obs_w = param("obs_proj.weight", {D, obs_dim});
   obs_b = param("obs_proj.bias", {D});
+  if (spec.start_embedding) start_embed = param("start_embed", {D});
   head_dims = cuda::HeadDims{D, A, spec.head.discrete};
   head_w.norm_f = param("norm_f.weight", {D});
   head_w.pi_w = param("pi.weight", {A, D});
@@ -382,7 +384,10 @@ GpuActor::Impl::StepIo GpuActor::Impl::own_io(bool peek) const {
 void GpuActor::Impl::record_kernels(cudaStream_t s, bool peek, const StepIo& io, bool pdl) {
   const cuda::StepFlags flags = io.flags;
   float* state_out = peek ? nullptr : state.data();
-  cuda::linear_small(B, obs_dim, D, io.obs, obs_w, obs_b, h.data(), s);
+  // A peek has no starts (flags.starts is null): the final obs of an episode.
+  const cuda::RowEmbedding start_rows =
+      start_embed && flags.starts ? cuda::RowEmbedding{flags.starts, start_embed} : cuda::RowEmbedding{};
+  cuda::linear_small(B, obs_dim, D, io.obs, obs_w, obs_b, h.data(), s, false, start_rows);
   // Y (B, out) = X W^T + beta Y from the f32 weights or their bf16 shadows.
   const auto linear = [&](int in, int out, const float* X, const float* W, const bf16* W_h, float beta,
                           float* Y) {

@@ -100,11 +100,12 @@ struct GpuLearner::Impl {
   DeviceBuffer<float> dh, dmix;         // (M, D) each; dmix also holds df
   DeviceBuffer<float> dw_terms;         // (M, D) norm-weight gradient terms
   DeviceBuffer<float> ones;             // (M)
+  DeviceBuffer<float> start_mask;       // (M) 1 at episode starts: the start embedding's gradient weights
   DeviceBuffer<uint16_t> gemm_scratch;  // 16-bit GEMM operand casts (kernels/linear.cuh); 16-bit precisions
 
   // Parameter offsets.
   size_t obs_w = 0, obs_b = 0, norm_f = 0, pi_w = 0, pi_b = 0, v_w = 0, v_b = 0;
-  long long log_std = -1;
+  long long log_std = -1, start_embed = -1;
   std::vector<size_t> norm_w;  // (L)
 
   // Declared last: destroyed before the buffers it points into. Null until
@@ -192,6 +193,7 @@ GpuLearner::Impl::Impl(const PolicyConfig& pol, int obs, const HeadSpec& hs, con
 
   obs_w = offset("obs_proj.weight", {D, obs_dim});
   obs_b = offset("obs_proj.bias", {D});
+  if (spec.start_embedding) start_embed = static_cast<long long>(offset("start_embed", {D}));
   for (int l = 0; l < L; ++l) norm_w.push_back(offset("layers." + std::to_string(l) + ".norm.weight", {D}));
   norm_f = offset("norm_f.weight", {D});
   pi_w = offset("pi.weight", {A, D});
@@ -263,6 +265,7 @@ void GpuLearner::Impl::allocate(int T_, int B_, int Tc_) {
   dw_terms = DeviceBuffer<float>(m * d);
   ones = DeviceBuffer<float>(m);
   cuda::fill(m, 1.f, ones.data(), stream.get());
+  start_mask = DeviceBuffer<float>(start_embed >= 0 ? m : 1);
   for (auto& mx : mixers) mx->prepare(T, B);
   if (precision != Precision::float32) {
     // The learner's own GEMMs cast f / dhead (+ f) / dh (+ obs); the mixers report theirs.
@@ -307,6 +310,7 @@ std::vector<GraphBinding> GpuLearner::Impl::bindings() const {
       GraphBinding::buffer("dmix", dmix),
       GraphBinding::buffer("norm weight terms", dw_terms),
       GraphBinding::buffer("ones", ones),
+      GraphBinding::buffer("start mask", start_mask),
       GraphBinding::buffer("cuBLAS workspace", cublas_ws),
   };
   for (const auto& mx : mixers) mx->bindings(b);
@@ -379,7 +383,9 @@ void GpuLearner::Impl::record(cudaStream_t s) {
   MAMBARL_CUDA_CHECK(cudaMemsetAsync(G, 0, grads.bytes(), s));
 
   // Forward: h⁰ = W_obs o + b_obs; hˡ⁺¹ = hˡ + Mixerˡ(RMSNorm(hˡ)); f = RMSNorm(h^L).
-  cuda::linear_small(M, obs_dim, D, obs, W + obs_w, W + obs_b, h_at(0), s);
+  const cuda::RowEmbedding start_rows =
+      start_embed >= 0 ? cuda::RowEmbedding{starts, W + start_embed} : cuda::RowEmbedding{};
+  cuda::linear_small(M, obs_dim, D, obs, W + obs_w, W + obs_b, h_at(0), s, false, start_rows);
   for (int l = 0; l < L; ++l) {
     float* u = normed.data() + static_cast<size_t>(l) * M * D;
     float* r = rstd.data() + static_cast<size_t>(l) * M;
@@ -448,6 +454,10 @@ void GpuLearner::Impl::record(cudaStream_t s) {
   }
   exec.gemm(true, false, D, obs_dim, M, 1.f, dh.data(), D, obs, obs_dim, 1.f, G + obs_w, obs_dim);
   cuda::column_sum(hb, M, D, dh.data(), D, ones.data(), G + obs_b);
+  if (start_embed >= 0) {
+    cuda::flags_to_mask(static_cast<size_t>(M), starts, start_mask.data(), s);
+    cuda::column_sum(hb, M, D, dh.data(), D, start_mask.data(), G + start_embed);
+  }
   // Unscaled before the norm, clip and AdamW, which then see the true gradient
   // (an overflow stays inf/NaN and makes AdamW skip the update).
   if (precision == Precision::float16) cuda::scale_by(P, loss_scale, true, G, s);

@@ -41,19 +41,22 @@ struct Case {
 // Both vector widths of the state kernels (d_state % 4 == 0 or not), both
 // heads, Mamba-3 with groups, full rope and the gated output norm; the GRU
 // with d_model above the cell kernel's 128 threads (a channel loop) and an
-// odd one, the MLP with expand 3.
+// odd one, the MLP with expand 3; the episode-start embedding on one case of
+// each recurrent type.
 const std::vector<Case>& cases() {
   static const std::vector<Case> c = {
       {"mamba1 N16", "{type: mamba1, d_model: 32, n_layers: 2, d_state: 16, d_conv: 4}", 5, {true, 4}},
-      {"mamba1 N5 gaussian", "{type: mamba1, d_model: 12, n_layers: 2, d_state: 5, d_conv: 3, expand: 3}",
+      {"mamba1 N5 gaussian start", "{type: mamba1, d_model: 12, n_layers: 2, d_state: 5, d_conv: 3, expand: 3, "
+       "start_embedding: true}",
        3, {false, 2}},
-      {"mamba3 N16", "{type: mamba3, d_model: 32, n_layers: 2, d_state: 16, headdim: 16}", 5, {true, 3}},
+      {"mamba3 N16 start", "{type: mamba3, d_model: 32, n_layers: 2, d_state: 16, headdim: 16, start_embedding: true}",
+       5, {true, 3}},
       {"mamba3 N6 groups rope1 outnorm",
        "{type: mamba3, d_model: 12, n_layers: 2, d_state: 6, headdim: 4, ngroups: 2, rope_fraction: 1.0, "
        "is_outproj_norm: true}",
        3, {true, 5}},
       {"gru D160", "{type: gru, d_model: 160, n_layers: 2}", 5, {true, 4}},
-      {"gru D12 gaussian", "{type: gru, d_model: 12, n_layers: 2}", 3, {false, 3}},
+      {"gru D12 gaussian start", "{type: gru, d_model: 12, n_layers: 2, start_embedding: true}", 3, {false, 3}},
       {"mlp D24 expand 3", "{type: mlp, d_model: 24, n_layers: 2, expand: 3}", 5, {true, 3}},
   };
   return c;

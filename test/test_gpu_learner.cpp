@@ -48,15 +48,15 @@ const LearnerCase kCases[] = {
     {"mlp T=1", "{type: mlp, d_model: 24, n_layers: 1, expand: 3}", true, 4, 1, 16, 0.2},
     {"mlp B=1 gaussian L=3", "{type: mlp, d_model: 16, n_layers: 3}", false, 3, 24, 1, 0.1},
     {"mamba1 categorical", "{type: mamba1, d_model: 32, n_layers: 2}", true, 3, 16, 8, 0.15},
-    {"mamba1 gaussian N5 conv3", "{type: mamba1, d_model: 16, n_layers: 2, d_state: 5, d_conv: 3}", false, 2,
+    {"mamba1 gaussian N5 conv3 start", "{type: mamba1, d_model: 16, n_layers: 2, d_state: 5, d_conv: 3, start_embedding: true}", false, 2,
      12, 4, 0.2},
-    {"mamba3 categorical", "{type: mamba3, d_model: 32, n_layers: 2}", true, 3, 16, 8, 0.15},
+    {"mamba3 categorical start", "{type: mamba3, d_model: 32, n_layers: 2, start_embedding: true}", true, 3, 16, 8, 0.15},
     {"mamba3 gaussian groups outnorm",
      "{type: mamba3, d_model: 16, n_layers: 2, d_state: 6, headdim: 4, ngroups: 2, rope_fraction: 1.0, "
      "is_outproj_norm: true}",
      false, 2, 12, 4, 0.2},
     {"gru categorical", "{type: gru, d_model: 32, n_layers: 2}", true, 3, 16, 8, 0.15},
-    {"gru gaussian B=1 resets", "{type: gru, d_model: 12, n_layers: 2}", false, 2, 20, 1, 0.3},
+    {"gru gaussian B=1 resets start", "{type: gru, d_model: 12, n_layers: 2, start_embedding: true}", false, 2, 20, 1, 0.3},
 };
 
 constexpr int kObs = 5;

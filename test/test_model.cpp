@@ -18,9 +18,10 @@ using namespace mambarl;
 
 namespace {
 
-PolicyConfig tiny_policy(const std::string& type) {
+PolicyConfig tiny_policy(const std::string& type, bool start_embedding = false) {
   YAML::Node n = YAML::Load("{d_model: 4, n_layers: 2}");
   n["type"] = type;
+  n["start_embedding"] = start_embedding;
   if (type == "mamba1") {
     n["d_state"] = 3;
     n["d_conv"] = 3;
@@ -72,13 +73,17 @@ double model_loss(const ActorCritic<double>& m, const std::vector<double>& param
 
 BOOST_AUTO_TEST_SUITE(actor_critic)
 
-// Every parameter tensor of the whole model (obs projection, each layer's norm
-// and mixer, final norm, both heads) against central differences in float64.
+// Every parameter tensor of the whole model (obs projection, the episode-start
+// embedding, each layer's norm and mixer, final norm, both heads) against
+// central differences in float64.
 BOOST_AUTO_TEST_CASE(full_model_gradients_match_finite_differences) {
   for (const char* type : {"mamba1", "mamba3", "gru", "mlp"})
     for (bool discrete : {true, false}) {
-      BOOST_TEST_CONTEXT("policy " << type << (discrete ? " categorical" : " gaussian")) {
-        auto m = make_actor_critic<double>(tiny_policy(type), 3, HeadSpec{discrete, discrete ? 3 : 2});
+      // With the start embedding on the categorical head only: it enters h⁰,
+      // which both heads reach the same way.
+      BOOST_TEST_CONTEXT("policy " << type << (discrete ? " categorical, start embedding" : " gaussian")) {
+        auto m = make_actor_critic<double>(tiny_policy(type, discrete), 3, HeadSpec{discrete, discrete ? 3 : 2});
+        BOOST_TEST((m->layout().find("start_embed") >= 0) == discrete);
         std::vector<double> params(m->layout().size());
         m->init_params(params.data(), 11);
         Rng rng(4, 4);
@@ -139,10 +144,15 @@ BOOST_AUTO_TEST_CASE(init_is_seeded_and_reproducible) {
 // forward (values and log-probs), with resets, through the float32 path the
 // runner uses.
 BOOST_AUTO_TEST_CASE(actor_steps_equal_learner_chunk) {
-  for (const char* type : {"mamba1", "mamba3", "gru"}) {
-    BOOST_TEST_CONTEXT("policy " << type) {
-      CpuLearner learner(tiny_policy(type), 3, HeadSpec{true, 3}, PpoLossConfig{}, AdamWConfig{}, 5);
+  for (const char* type : {"mamba1", "mamba3", "gru"})
+  for (bool start_embedding : {false, true}) {
+    BOOST_TEST_CONTEXT("policy " << type << (start_embedding ? " with start embedding" : "")) {
+      CpuLearner learner(tiny_policy(type, start_embedding), 3, HeadSpec{true, 3}, PpoLossConfig{}, AdamWConfig{}, 5);
       const int T = 9, B = 4, O = 3;
+      if (start_embedding) {  // it starts at zero: give it values that change the result
+        ParamView<float> P(learner.model().layout(), learner.params().data());
+        P.vec(learner.model().layout().find("start_embed")).setConstant(0.7f);
+      }
       CpuActor actor(learner.shared_model(), B, 6);
       actor.set_weights(learner.params().data(), learner.params().size(), 1);
       Rng rng(8, 0);
