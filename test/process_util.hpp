@@ -4,7 +4,6 @@
 #pragma once
 
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,14 +37,12 @@ inline pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::
   ::_exit(127);
 }
 
-// The raw wait status once `pid` has exited, or nullopt if it is still running
-// at the deadline; `usage`, if given, gets the exited child's resource use
-// (its peak resident memory: ru_maxrss, KiB).
-inline std::optional<int> wait_for(pid_t pid, std::chrono::duration<double> limit, struct rusage* usage = nullptr) {
+// The raw wait status once `pid` has exited, or nullopt if it is still running at the deadline.
+inline std::optional<int> wait_for(pid_t pid, std::chrono::duration<double> limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   for (;;) {
     int status = 0;
-    const pid_t r = ::wait4(pid, &status, WNOHANG, usage);
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid) return status;
     if (r < 0 || std::chrono::steady_clock::now() >= deadline) return std::nullopt;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
