@@ -8,10 +8,11 @@
 // lines only. At the end a
 // resumed run finishes cleanly with one metrics row per update, none repeated.
 //
-// Stopping by signal: SIGINT / SIGTERM end a run (sync and async) with exit
-// status 130 / 143 after writing checkpoint, metrics and curve, and --resume
-// then reaches, in sync mode, bit for bit what a run that never stopped
-// reaches; a second SIGINT exits at once, leaving the last checkpoint whole.
+// Stopping by signal (test/stop_by_signal.hpp; test_gpu_train_process runs
+// the same checks with GPU envs): SIGINT / SIGTERM end a run (sync and async)
+// with exit status 130 / 143 after writing checkpoint, metrics and curve, and
+// --resume then reaches, in sync mode, bit for bit what a run that never
+// stopped reaches; a second SIGINT exits at once, leaving the last checkpoint whole.
 #define BOOST_TEST_MODULE crash_safety
 #include <boost/test/unit_test.hpp>
 
@@ -19,11 +20,9 @@
 #include <fstream>
 #include <random>
 #include <set>
-#include <tuple>
 
-#include "policy/safetensors.hpp"
-#include "test/process_util.hpp"
-#include "test/run_compare.hpp"
+#include "test/stop_by_signal.hpp"
+#include "test/train_process.hpp"
 
 namespace fs = std::filesystem;
 using namespace mambarl::test;
@@ -37,118 +36,12 @@ std::vector<std::string> temp_files(const fs::path& dir) {
   return out;
 }
 
-long long checkpoint_update(const fs::path& ckpt) {
-  const mambarl::SafetensorsFile f = mambarl::read_safetensors(ckpt.string());  // throws on any damage
-  return std::stoll(f.metadata.at("runner.update"));
-}
-
-// Every line complete (the file ends in '\n') with the header's column count;
-// returns the `update` column (the first).
-std::vector<long long> metrics_updates(const fs::path& csv) {
-  std::vector<long long> updates;
-  const std::string text = read_text(csv.string());
-  if (text.empty()) return updates;
-  BOOST_REQUIRE_MESSAGE(text.back() == '\n', csv << " ends mid-line: ..." << text.substr(text.size() - std::min<size_t>(text.size(), 80)));
-  std::istringstream in(text);
-  std::string header, line;
-  std::getline(in, header);
-  BOOST_REQUIRE(header.rfind("update,", 0) == 0);
-  const auto cols = std::count(header.begin(), header.end(), ',');
-  while (std::getline(in, line)) {
-    BOOST_REQUIRE_MESSAGE(std::count(line.begin(), line.end(), ',') == cols, "torn metrics row: " << line);
-    updates.push_back(std::stoll(line.substr(0, line.find(','))));
-  }
-  return updates;
-}
-
-// A scratch folder for one test case, removed first.
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("mambarl_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-// `mambarl train` of configs/stateless_cartpole_mamba1.yaml (16 envs, 512
-// env steps an update) into `out`, with `args` after it and `env` added to
-// the environment; output to `log`.
-pid_t start_train(const fs::path& out, std::vector<std::string> args, const std::string& log,
-                  const std::vector<std::string>& env = {}) {
-  const char* src = std::getenv("MAMBARL_SOURCE_DIR");
-  BOOST_REQUIRE_MESSAGE(src, "MAMBARL_SOURCE_DIR is not set (run through ctest)");
-  std::vector<std::string> argv{MAMBARL_TEST_BIN, "train",
-                                (fs::path(src) / "configs" / "stateless_cartpole_mamba1.yaml").string(),
-                                "runtime.out_dir=" + out.string(), "runtime.log_every=1000000"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const pid_t pid = spawn(argv, env, log);
-  BOOST_REQUIRE_GT(pid, 0);
-  return pid;
-}
-
-// The exit status of a child that must end by itself within two minutes.
-int exit_status(pid_t pid, const std::string& log) {
-  const std::optional<int> status = wait_for(pid, std::chrono::seconds(120));
-  if (!status) kill_and_reap(pid);
-  BOOST_REQUIRE_MESSAGE(status, "still running after 120 s:\n" << read_text(log));
-  BOOST_REQUIRE_MESSAGE(WIFEXITED(*status), "killed by signal " << WTERMSIG(*status) << ":\n" << read_text(log));
-  return WEXITSTATUS(*status);
-}
-
-// Waits until the run's metrics show `n` updates, so a signal lands mid-training.
-void wait_for_updates(pid_t pid, const fs::path& csv, size_t n, const std::string& log) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (metrics_updates(csv).size() < n) {
-    BOOST_REQUIRE_MESSAGE(!wait_for(pid, std::chrono::seconds(0)), "ended before update " << n << ":\n"
-                                                                                       << read_text(log));
-    BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "no update " << n << " in 120 s");
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-}
-
-// 100 updates: far more than pass between seeing update 2 and the signal.
-const std::vector<std::string> kBudget{"algo.total_env_steps=51200", "runtime.checkpoint_every=0"};
+const TrainSetup kStatelessCartpole{"stateless_cartpole_mamba1.yaml", {}};  // CPU envs and policy
 
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(sigint_and_sigterm_stop_cleanly_and_resume_bit_exactly) {
-  const fs::path dir = scratch("signals");
-  const fs::path whole = dir / "whole";
-  const std::string whole_log = (dir / "whole.txt").string();
-  BOOST_REQUIRE_EQUAL(exit_status(start_train(whole, kBudget, whole_log), whole_log), 0);
-  for (const auto& [sig, code, name] : {std::tuple{SIGINT, 130, "SIGINT"}, std::tuple{SIGTERM, 143, "SIGTERM"}}) {
-    BOOST_TEST_CONTEXT(name) {
-      const fs::path out = dir / name, ckpt = out / "checkpoint.safetensors", curve = out / "curve.svg",
-                     csv = out / "metrics.csv";
-      const std::string log = (dir / (std::string(name) + ".txt")).string();
-      const pid_t pid = start_train(out, kBudget, log);
-      wait_for_updates(pid, csv, 2, log);
-      BOOST_REQUIRE_EQUAL(::kill(pid, sig), 0);
-      BOOST_TEST_REQUIRE(exit_status(pid, log) == code, read_text(log));
-      const std::string text = read_text(log);
-      BOOST_TEST(text.find("checkpoint: " + ckpt.string() + "\n") != std::string::npos, text);
-      BOOST_TEST(text.find("learning curve: " + curve.string() + "\n") != std::string::npos, text);
-      BOOST_TEST(text.find("metrics: " + csv.string() + "\n") != std::string::npos, text);
-      // The usual last line, then one saying why and how to go on.
-      const size_t final_at = text.find("\nfinal mean_return="), stopped_at = text.find("\ninterrupted by " + std::string(name));
-      BOOST_TEST_REQUIRE(final_at != std::string::npos, text);
-      BOOST_TEST_REQUIRE((stopped_at != std::string::npos && stopped_at > final_at), text);
-      BOOST_TEST(text.find(" --resume\n", stopped_at) != std::string::npos, text);
-      BOOST_TEST(fs::exists(curve));
-      const long long stopped = checkpoint_update(ckpt);
-      BOOST_TEST(stopped >= 2);
-      BOOST_TEST(stopped < 100);
-      BOOST_TEST(metrics_updates(csv).size() == static_cast<size_t>(stopped));
-
-      const std::string resumed_log = (dir / (std::string(name) + "_resumed.txt")).string();
-      std::vector<std::string> resume = kBudget;
-      resume.push_back("--resume");
-      BOOST_TEST_REQUIRE(exit_status(start_train(out, resume, resumed_log), resumed_log) == 0, read_text(resumed_log));
-      BOOST_TEST(read_text(resumed_log).find("(bit-exact: sync mode)") != std::string::npos);
-      BOOST_TEST(learner_bytes(whole / "checkpoint.safetensors") == learner_bytes(ckpt));
-      BOOST_TEST(metrics_without_timing(whole / "metrics.csv") == metrics_without_timing(csv));
-    }
-  }
-  fs::remove_all(dir);
+  check_signals_stop_cleanly_and_resume_bit_exactly(kStatelessCartpole);
 }
 
 // Async mode: the actor threads stop and join, the process exits 130 with its
@@ -156,10 +49,10 @@ BOOST_AUTO_TEST_CASE(sigint_and_sigterm_stop_cleanly_and_resume_bit_exactly) {
 // async run is not bit-exact, so only the shape of the result is checked).
 BOOST_AUTO_TEST_CASE(sigint_stops_an_async_run_cleanly_and_it_resumes) {
   const fs::path dir = scratch("signals_async"), out = dir / "run", csv = out / "metrics.csv";
-  std::vector<std::string> args = kBudget;
+  std::vector<std::string> args = signal_run_budget(0);
   args.insert(args.end(), {"runtime.sync=false", "runtime.num_actors=2"});
   const std::string log = (dir / "stopped.txt").string();
-  const pid_t pid = start_train(out, args, log);
+  const pid_t pid = start_train(kStatelessCartpole, out, args, log);
   wait_for_updates(pid, csv, 2, log);
   BOOST_REQUIRE_EQUAL(::kill(pid, SIGINT), 0);
   BOOST_TEST_REQUIRE(exit_status(pid, log) == 130, read_text(log));
@@ -170,43 +63,21 @@ BOOST_AUTO_TEST_CASE(sigint_stops_an_async_run_cleanly_and_it_resumes) {
 
   const std::string resumed_log = (dir / "resumed.txt").string();
   args.push_back("--resume");
-  BOOST_TEST_REQUIRE(exit_status(start_train(out, args, resumed_log), resumed_log) == 0, read_text(resumed_log));
+  BOOST_TEST_REQUIRE(exit_status(start_train(kStatelessCartpole, out, args, resumed_log), resumed_log) == 0,
+                     read_text(resumed_log));
   const std::string text = read_text(resumed_log);
   BOOST_TEST(text.find("resumed from " + (out / "checkpoint.safetensors").string() + " at update " +
                        std::to_string(stopped)) != std::string::npos, text);
-  BOOST_TEST(text.find("env_steps=51200") != std::string::npos, text);
+  BOOST_TEST(text.find("env_steps=" + std::to_string(kSignalRunUpdates * 16 * 32)) != std::string::npos, text);
   const std::vector<long long> updates = metrics_updates(csv);
   for (size_t k = 0; k < updates.size(); ++k) BOOST_REQUIRE_EQUAL(updates[k], static_cast<long long>(k + 1));
   fs::remove_all(dir);
 }
 
-// A second SIGINT does not wait for the stop in progress: exit 130 at once,
-// no final line, and the last checkpoint (and its curve) is whole. Every checkpoint write is
-// held open for 2 x 200 ms, so the stop the first signal starts (finish the
-// update, write the checkpoint) is still running when the second comes 50 ms
-// later (two signals sent back to back would merge into one pending signal).
-BOOST_AUTO_TEST_CASE(a_second_sigint_exits_at_once) {
-  const fs::path dir = scratch("signals_twice"), out = dir / "run";
-  const std::string log = (dir / "log.txt").string();
-  const pid_t pid = start_train(out, {"algo.total_env_steps=51200", "runtime.checkpoint_every=1"}, log,
-                                {"MAMBARL_TEST_ATOMIC_WRITE_PAUSE_MS=200"});
-  wait_for_updates(pid, out / "metrics.csv", 2, log);
-  BOOST_REQUIRE_EQUAL(::kill(pid, SIGINT), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  BOOST_REQUIRE_EQUAL(::kill(pid, SIGINT), 0);
-  BOOST_TEST_REQUIRE(exit_status(pid, log) == 130, read_text(log));
-  const std::string text = read_text(log);
-  BOOST_TEST(text.find("second signal: exiting now") != std::string::npos, text);
-  BOOST_TEST(text.find("final mean_return=") == std::string::npos, text);
-  BOOST_TEST(checkpoint_update(out / "checkpoint.safetensors") >= 1);
-  BOOST_TEST(fs::exists(out / "curve.svg"));  // drawn with every checkpoint, not only at the end
-  fs::remove_all(dir);
-}
+BOOST_AUTO_TEST_CASE(a_second_sigint_exits_at_once) { check_a_second_sigint_exits_at_once(kStatelessCartpole); }
 
 BOOST_AUTO_TEST_CASE(sigkill_at_random_and_mid_checkpoint_never_loses_the_run) {
-  const fs::path dir = fs::temp_directory_path() / ("mambarl_test_crash_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = scratch("crash");
   const fs::path out = dir / "run", ckpt = out / "checkpoint.safetensors", csv = out / "metrics.csv";
   const std::string cfg = (dir / "tiny.yaml").string();
   std::ofstream(cfg) << "env: {type: cartpole, num_envs: 8}\n"

@@ -36,9 +36,13 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm 
   >"$out/gpu.txt" 2>&1 || true
 note "device: $(tail -n +2 "$out/gpu.txt" | head -1)"
 
-# The GPU suites as CTest knows them: names, and which of them are slow.
+# The GPU suites as CTest knows them: names, and which of them the
+# sanitizers skip: the slow ones, and those labelled child (their CUDA work
+# runs in `mambarl` child processes, whole training runs that the sanitizers
+# would slow past the suites' deadlines; the in-process suites cover the same
+# rollout and learner code).
 gpu_tests=$(ctest --test-dir "$build" -N -L gpu | sed -n 's/^ *Test *#[0-9]*: //p')
-slow_tests=$(ctest --test-dir "$build" -N -L slow | sed -n 's/^ *Test *#[0-9]*: //p')
+unsanitized_tests=$(ctest --test-dir "$build" -N -L 'slow|child' | sed -n 's/^ *Test *#[0-9]*: //p')
 
 if [[ " $stages " == *" tests "* ]]; then
   start=$(date +%s)
@@ -52,7 +56,7 @@ fi
 
 if [[ " $stages " == *" sanitize "* ]]; then
   for t in $gpu_tests; do
-    if grep -qx "$t" <<<"$slow_tests"; then continue; fi
+    if grep -qx "$t" <<<"$unsanitized_tests"; then continue; fi
     for tool in memcheck racecheck synccheck; do
       log="$out/sanitize_${t}_${tool}.log"
       filter_var="SANITIZE_FILTER_${t}"
