@@ -25,6 +25,7 @@ struct PolicyType {
 // clang-format off
 const std::vector<PolicyType>& policy_types() {
   static const std::vector<PolicyType> types = {
+    // Mamba-1's d_state and d_conv ranges are the GPU kernels' limits on every device.
     {"mamba1", Schema<P>(nested(&P::mamba1, std::vector<Field<M1>>{
       number("d_state", &M1::d_state, 1, cuda::kMamba1MaxState, "N: state size per channel"),
       number("d_conv", &M1::d_conv, 1, cuda::kMamba1MaxConv, "width of the causal depthwise conv"),
