@@ -45,7 +45,7 @@ const Schema<Knobs>& popgym_knobs() {
 const Schema<Knobs>& tmaze_knobs() {
   static const Schema<Knobs> s({
     number("length", &Knobs::length, 1, 100000, "forward steps from the start to the junction"),
-    number("step_penalty", &Knobs::step_penalty, 0.0f, 1.0f, "reward subtracted on every step but the last"),
+    number("step_penalty", &Knobs::step_penalty, 0.0f, 1.0f, "cost of every step but the turn at the junction"),
   });
   return s;
 }

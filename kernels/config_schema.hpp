@@ -180,7 +180,7 @@ Field<S> list(const char* key, std::vector<std::string> S::*member, const char* 
 template <typename S, typename T>
 Field<S> required(const char* key, T S::*member, const char* doc) {
   const std::string k = key;
-  return {{key, schema_detail::type_name<T>(), "required", "", doc},
+  return {{key, schema_detail::type_name<T>(), "none (required)", "", doc},
           [=](const ConfigNode& n, S& s) { s.*member = n.require<T>(k); },
           [=](const S& s, YAML::Node& out) { out[k] = s.*member; }};
 }

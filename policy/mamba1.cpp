@@ -37,7 +37,8 @@ void Mamba1Config::validate() const {
   constexpr int max_state = cuda::kMamba1MaxState, max_conv = cuda::kMamba1MaxConv;
   MAMBARL_CHECK(d_state >= 1 && d_state <= max_state,
                 "mamba1.d_state must be in [1, " << max_state << "], got " << d_state);
-  MAMBARL_CHECK(d_conv >= 1 && d_conv <= max_conv, "mamba1.d_conv must be in [1, " << max_conv << "], got " << d_conv);
+  MAMBARL_CHECK(d_conv >= 1 && d_conv <= max_conv,
+                "mamba1.d_conv must be in [1, " << max_conv << "], got " << d_conv);
   MAMBARL_CHECK(expand >= 1 && expand <= 8, "mamba1.expand must be in [1, 8], got " << expand);
   // A rank above E would make the "low-rank" Δ projection larger than a full one: a typo.
   MAMBARL_CHECK(dt_rank >= 0 && dt_rank <= d_inner(),

@@ -96,7 +96,7 @@ BOOST_AUTO_TEST_CASE(typed_sections_list_each_types_keys) {
   BOOST_TEST(!contains(policy.out, "algo:"), policy.out);
   const Ran env = run_mambarl({"config", "--keys", "env"});
   BOOST_REQUIRE_MESSAGE(env.exit_code == 0, env.out);
-  BOOST_TEST(contains(env.out, "string, default required"), env.out);
+  BOOST_TEST(contains(env.out, "string, default none (required)"), env.out);
   BOOST_TEST(contains(env.out, "env, type tmaze:\n  length"), env.out);
   BOOST_TEST(contains(env.out, "string, default easy, in easy|medium|hard"), env.out);
   BOOST_TEST(contains(env.out, "boolean, default true for battleship, concentration, minesweeper, multiarmed_bandit; else false"),
