@@ -27,6 +27,11 @@
 
 namespace mambarl {
 
+// kernels/config_schema.hpp; declared here only, which keeps that header out
+// of gpu_vec_env.cu (nvcc's host pass warns on its pointers to members).
+struct KeyDoc;
+struct ConfigSection;
+
 // One alternative per env struct (cartpole, stateless_cartpole and
 // noisy_stateless_cartpole are all CartPole).
 using EnvPrototype = std::variant<CartPole, RepeatPrevious, CountRecall, TMaze, RepeatFirst, Autoencode, HigherLower,
@@ -45,12 +50,18 @@ struct BuiltinEnv {
 };
 BuiltinEnv builtin_env(const std::string& type, const ConfigNode& env_cfg);
 
-// The keys every env type shares, read and checked as make_vec_env does.
+// The keys every env type shares (bundled or a plugin's), read and checked
+// as make_vec_env does; their table is in envs/env_registry.cpp.
 struct EnvHead {
   std::string type;
-  int num_envs = 0;
+  int num_envs = 16;
+  std::string backend = "cpu";  // cpu | cuda: where the envs step (the runner checks that they can)
 };
 EnvHead read_env_head(const ConfigNode& env_cfg);
+std::vector<KeyDoc> env_head_keys();  // for the reference
+
+// The keys of `env:` (shared, and per bundled type), for `mambarl config --keys`.
+ConfigSection env_config_section();
 
 std::vector<std::pair<std::string, EnvFactory>> builtin_env_factories();
 

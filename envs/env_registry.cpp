@@ -8,6 +8,7 @@
 #include "envs/builtin_envs.hpp"
 #include "envs/vec_env.hpp"
 #include "kernels/check.hpp"
+#include "kernels/config_schema.hpp"
 
 namespace mambarl {
 namespace {
@@ -27,6 +28,19 @@ Registry& registry() {
   static Registry r;
   return r;
 }
+
+// The keys of every env type; a row's default is its member's initialiser in
+// envs/builtin_envs.hpp (EnvHead).
+// clang-format off
+const Schema<EnvHead>& env_head_schema() {
+  static const Schema<EnvHead> s({
+    required("type", &EnvHead::type, "the env type: a bundled one (below) or one a plugin registers"),
+    number("num_envs", &EnvHead::num_envs, 1, kMaxNumEnvs, "envs stepped together"),
+    choice("backend", &EnvHead::backend, {"cpu", "cuda"}, "where the envs step: cpu, or cuda (GPU-resident, bundled types; needs a GPU actor)"),
+  });
+  return s;
+}
+// clang-format on
 
 std::string join(const std::vector<std::string>& names) {
   std::string s;
@@ -53,25 +67,21 @@ std::vector<std::string> registered_envs() {
 }
 
 void check_env_keys(const ConfigNode& env_cfg, const std::vector<std::string>& own_keys) {
-  std::vector<std::string> known{"type", "num_envs", "backend"};
+  std::vector<std::string> known = env_head_schema().keys();
   known.insert(known.end(), own_keys.begin(), own_keys.end());
   env_cfg.check_known(known);
 }
 
-std::string env_backend(const ConfigNode& env_cfg) {
-  const std::string b = env_cfg.get<std::string>("backend", "cpu");
-  if (b != "cpu" && b != "cuda") env_cfg.fail("backend", "'" + b + "' is not one of cpu|cuda");
-  return b;
-}
+std::string env_backend(const ConfigNode& env_cfg) { return read_env_head(env_cfg).backend; }
 
 EnvHead read_env_head(const ConfigNode& env_cfg) {
   if (!env_cfg.defined() || !env_cfg.yaml().IsMap()) env_cfg.fail("", "expected a map with at least a `type`");
   EnvHead head;
-  head.type = env_cfg.require<std::string>("type");
-  head.num_envs = env_cfg.get_in<int>("num_envs", 16, 1, kMaxNumEnvs);
-  env_backend(env_cfg);  // validated with the head; which backend runs is the runner's choice
+  env_head_schema().fill(env_cfg, head);  // the env type checks the unknown keys, knowing its own
   return head;
 }
+
+std::vector<KeyDoc> env_head_keys() { return env_head_schema().docs(); }
 
 std::unique_ptr<VecEnv> make_vec_env(const ConfigNode& env_cfg) {
   const EnvHead head = read_env_head(env_cfg);

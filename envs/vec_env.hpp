@@ -98,7 +98,8 @@ std::vector<std::string> registered_envs();                      // sorted
 
 // `backend` (default cpu): where the envs step, `cpu` (a VecEnv) or `cuda`
 // (GPU-resident, envs/gpu_vec_env.hpp; the runner checks that it can). Any
-// other value is a ConfigError naming env.backend.
+// other value is a ConfigError naming env.backend; read with the other shared
+// keys (envs/env_registry.cpp), so a missing `type` is one too.
 std::string env_backend(const ConfigNode& env_cfg);
 
 // For factories: fails (ConfigError) on any key of env_cfg other than `type`,

@@ -11,7 +11,7 @@ namespace mambarl::cuda {
 namespace {
 
 constexpr int kScanThreads = 128;  // a scan block: up to this many channels of one env
-constexpr int kMaxState = 256;     // Mamba1Config::validate bounds d_state to [1, 256]
+constexpr int kMaxState = kMamba1MaxState;  // kernels/kernel_limits.hpp
 constexpr int kThreads = 256;      // elementwise and reduction kernels
 
 int blocks_for(size_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }

@@ -74,7 +74,7 @@ struct Mamba1Backward {
 __host__ __device__ inline int mamba1_channel_warps(int E) { return (E + 31) / 32; }
 
 // Throws mambarl::Error unless the kernels support these dims and chunk
-// (d_state <= 256, d_conv <= kMamba1MaxConv, T and B positive).
+// (d_state <= kMamba1MaxState, d_conv <= kMamba1MaxConv, T and B positive).
 void mamba1_scan_check(const Mamba1Dims& d, int T, int B);
 
 // Reads act.xz (x part) and c.state0's window; writes act.pre, act.xc.

@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/kernel_limits.hpp"  // kMamba1MaxConv
 #include "kernels/rng.hpp"  // MAMBARL_HD
 #include "kernels/step_flags.cuh"
 
@@ -57,7 +58,6 @@ struct Mamba1Weights {
   const float* d_skip = nullptr;  // (E)
 };
 
-constexpr int kMamba1MaxConv = 8;  // Mamba1Config::validate bounds d_conv to [1, 8]
 constexpr int kMamba1PreEnvs = 4;  // envs per block of the pre kernel
 
 // A = -exp(A_log) (n = E*N), as the CPU computes it per forward: once per

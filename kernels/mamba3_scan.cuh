@@ -26,14 +26,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/kernel_limits.hpp"  // kMamba3ScanMaxState, kMamba3ScanMaxHeaddim
 #include "kernels/mamba3_step.cuh"
 
 namespace mambarl::cuda {
-
-// The chunk kernels keep a row of S (and of dS) in registers, sized at
-// compile time; larger d_state is refused.
-constexpr int kMamba3ScanMaxState = 64;
-constexpr int kMamba3ScanMaxHeaddim = 256;
 
 // Device pointers of one chunk (the mixer owns the memory). Activation rows
 // are token rows m = t*B + b; "(M, H, N)" is head-major per row.

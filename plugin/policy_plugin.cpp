@@ -231,7 +231,7 @@ mambarl_status create_policy(const PolicyType& type, const mambarl_policy_create
     const ConfigNode root = experiment_root(*args, file);
     engine.learner = learner_precision(root, args->dtype);
     const ConfigNode section = root.child("policy");
-    const PolicyConfig cfg = PolicyConfig::from_yaml(section);
+    const PolicyConfig cfg = PolicyConfig::from_yaml(section, engine.device == Device::cuda);
     if (cfg.type != type.name)
       section.fail("type", "is '" + cfg.type + (section.has("type") ? "'" : "' (the default)") +
                                ", but this is the '" + type.name + "' factory");

@@ -24,6 +24,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/kernel_limits.hpp"
 #include "policy/ops.hpp"
 
 namespace mambarl {
@@ -31,8 +32,13 @@ namespace mambarl {
 void Mamba1Config::validate() const {
   MAMBARL_CHECK(d_model >= 1 && d_model <= 16384,
                 "mamba1.d_model must be in [1, 16384], got " << d_model);
-  MAMBARL_CHECK(d_state >= 1 && d_state <= 256, "mamba1.d_state must be in [1, 256], got " << d_state);
-  MAMBARL_CHECK(d_conv >= 1 && d_conv <= 8, "mamba1.d_conv must be in [1, 8], got " << d_conv);
+  // The GPU kernels' limits (kernels/kernel_limits.hpp) bound both engines, so
+  // a config that trains on one device loads on the other.
+  constexpr int max_state = cuda::kMamba1MaxState, max_conv = cuda::kMamba1MaxConv;
+  MAMBARL_CHECK(d_state >= 1 && d_state <= max_state,
+                "mamba1.d_state must be in [1, " << max_state << "], got " << d_state);
+  MAMBARL_CHECK(d_conv >= 1 && d_conv <= max_conv,
+                "mamba1.d_conv must be in [1, " << max_conv << "], got " << d_conv);
   MAMBARL_CHECK(expand >= 1 && expand <= 8, "mamba1.expand must be in [1, 8], got " << expand);
   // A rank above E would make the "low-rank" Δ projection larger than a full one: a typo.
   MAMBARL_CHECK(dt_rank >= 0 && dt_rank <= d_inner(),

@@ -2,89 +2,128 @@
 
 #include <cmath>
 
+#include "kernels/kernel_limits.hpp"
+
 namespace mambarl {
 
-PolicyConfig PolicyConfig::from_yaml(const ConfigNode& n) {
+namespace {
+
+using P = PolicyConfig;
+using M1 = Mamba1Config;
+using M3 = Mamba3Config;
+
+// The keys one policy type adds to the shared ones. The defaults are the
+// members' initialisers (policy/mamba1.hpp, mamba3.hpp, mlp_mixer.hpp); the
+// rows' order is the order of the keys in a run's resolved config. Checks
+// across keys (divisibility, dt_min <= dt_max) are the mixer configs'
+// validate(), run after the table.
+struct PolicyType {
+  const char* type;
+  Schema<P> own;
+};
+
+// clang-format off
+const std::vector<PolicyType>& policy_types() {
+  static const std::vector<PolicyType> types = {
+    // Mamba-1's d_state and d_conv ranges are the GPU kernels' limits on every device.
+    {"mamba1", Schema<P>(nested(&P::mamba1, std::vector<Field<M1>>{
+      number("d_state", &M1::d_state, 1, cuda::kMamba1MaxState, "N: state size per channel"),
+      number("d_conv", &M1::d_conv, 1, cuda::kMamba1MaxConv, "width of the causal depthwise conv"),
+      number("expand", &M1::expand, 1, 8, "E = expand * d_model: the mixer's inner width"),
+      number("dt_rank", &M1::dt_rank, 0, 8192, "R: rank of the step-size projection (at most E); 0: ceil(d_model / 16), written back resolved"),
+      number("dt_min", &M1::dt_min, 1e-6, 10.0, "smallest step size at initialisation"),
+      number("dt_max", &M1::dt_max, 1e-6, 10.0, "largest step size at initialisation; >= dt_min"),
+    }))},
+    {"mamba3", Schema<P>(nested(&P::mamba3, std::vector<Field<M3>>{
+      cuda_at_most(number("d_state", &M3::d_state, 1, 256, "N: state size per head"),
+                   cuda::kMamba3ScanMaxState, "kernels/kernel_limits.hpp, the training scan"),
+      number("expand", &M3::expand, 1, 8, "E = expand * d_model: the mixer's inner width"),
+      cuda_at_most(number("headdim", &M3::headdim, 1, 1024, "P: channels per head; H = E / P heads (P divides E, H at most 256)"),
+                   cuda::kMamba3ScanMaxHeaddim, "kernels/kernel_limits.hpp, the training scan"),
+      number("ngroups", &M3::ngroups, 1, 1024, "G: groups of heads sharing B and C (G divides H)"),
+      value("rope_fraction", &M3::rope_fraction, "share of d_state the data-dependent rotation turns: 0.5 or 1.0"),
+      value("a_floor", &M3::a_floor, "A <= -a_floor keeps every head decaying; > 0"),
+      value("is_outproj_norm", &M3::is_outproj_norm, "a gated RMSNorm per head before out_proj (else y * silu(z))"),
+      number("dt_min", &M3::dt_min, 1e-6, 10.0, "smallest step size at initialisation"),
+      number("dt_max", &M3::dt_max, 1e-6, 10.0, "largest step size at initialisation; >= dt_min"),
+    }))},
+    {"gru", Schema<P>({})},
+    {"mlp", Schema<P>({
+      nested(&P::mlp, number("expand", &MlpConfig::expand, 1, 8, "hidden width = expand * d_model")),
+    })},
+  };
+  return types;
+}
+
+const Field<P>& type_field() {
+  static const Field<P> f = [] {
+    std::vector<std::string> names;
+    for (const PolicyType& t : policy_types()) names.emplace_back(t.type);
+    return choice("type", &P::type, names, "the mixer: Mamba-1, Mamba-3 (SISO), GRU, or MLP (no memory); each type adds its own keys");
+  }();
+  return f;
+}
+
+// The keys of every type.
+const Schema<P>& shared_schema() {
+  static const Schema<P> s({
+    type_field(),
+    number("d_model", &P::d_model, 1, 8192, "D: width of the residual stream"),
+    number("n_layers", &P::n_layers, 0, 64, "mixer blocks between the input projection and the heads"),
+    value("log_std_init", &P::log_std_init, "initial log standard deviation of Gaussian action heads"),
+  });
+  return s;
+}
+// clang-format on
+
+const Schema<P>& own_schema(const std::string& type) {
+  for (const PolicyType& t : policy_types())
+    if (type == t.type) return t.own;
+  MAMBARL_FAIL("unknown policy type '" << type << "'");
+}
+
+}  // namespace
+
+PolicyConfig PolicyConfig::from_yaml(const ConfigNode& n, bool on_cuda) {
   PolicyConfig c;
-  c.type = n.get_choice("type", c.type, {"mamba1", "mamba3", "gru", "mlp"});
-  // Keys common to all types, plus the ones of the chosen type only: a
-  // Mamba-3 key under a mamba1 policy is a mistake worth reporting.
-  std::vector<std::string> known = {"type", "d_model", "n_layers", "log_std_init"};
-  const auto add = [&](std::initializer_list<const char*> ks) { known.insert(known.end(), ks.begin(), ks.end()); };
-  if (c.type == "mamba1") add({"d_state", "d_conv", "expand", "dt_rank", "dt_min", "dt_max"});
-  if (c.type == "mamba3")
-    add({"d_state", "expand", "headdim", "ngroups", "rope_fraction", "a_floor", "is_outproj_norm", "dt_min", "dt_max"});
-  if (c.type == "mlp") add({"expand"});
+  type_field().read(n, c);
+  // The shared keys plus the chosen type's only: a Mamba-3 key under a
+  // mamba1 policy is a mistake worth reporting.
+  const Schema<P>& own = own_schema(c.type);
+  std::vector<std::string> known = shared_schema().keys();
+  known.insert(known.end(), own.keys().begin(), own.keys().end());
   n.check_known(known);
-
-  c.d_model = n.get_in("d_model", c.d_model, 1, 8192);
-  c.n_layers = n.get_in("n_layers", c.n_layers, 0, 64);
-  c.log_std_init = n.get("log_std_init", c.log_std_init);
-
-  auto& m1 = c.mamba1;
-  m1.d_model = c.d_model;
-  m1.d_state = n.get_in("d_state", m1.d_state, 1, 256);
-  m1.d_conv = n.get_in("d_conv", m1.d_conv, 1, 8);
-  m1.expand = n.get_in("expand", m1.expand, 1, 8);
-  m1.dt_rank = n.get_in("dt_rank", m1.dt_rank, 0, 8192);
-  m1.dt_min = n.get_in("dt_min", m1.dt_min, 1e-6, 10.0);
-  m1.dt_max = n.get_in("dt_max", m1.dt_max, 1e-6, 10.0);
-
-  auto& m3 = c.mamba3;
-  m3.d_model = c.d_model;
-  m3.d_state = n.get_in("d_state", m3.d_state, 1, 256);
-  m3.expand = n.get_in("expand", m3.expand, 1, 8);
-  m3.headdim = n.get_in("headdim", m3.headdim, 1, 1024);
-  m3.ngroups = n.get_in("ngroups", m3.ngroups, 1, 1024);
-  m3.rope_fraction = n.get("rope_fraction", m3.rope_fraction);
-  m3.a_floor = n.get("a_floor", m3.a_floor);
-  m3.is_outproj_norm = n.get("is_outproj_norm", m3.is_outproj_norm);
-  m3.dt_min = n.get_in("dt_min", m3.dt_min, 1e-6, 10.0);
-  m3.dt_max = n.get_in("dt_max", m3.dt_max, 1e-6, 10.0);
-
-  c.mlp.d_model = c.d_model;
-  c.mlp.expand = n.get_in("expand", c.mlp.expand, 1, 8);
+  shared_schema().fill(n, c);
+  own.fill(n, c);
+  c.mamba1.d_model = c.mamba3.d_model = c.mlp.d_model = c.d_model;
 
   // Mixer-level validation (divisibility, ranges); reported against this node.
   try {
-    if (c.type == "mamba1") m1.validate();
-    if (c.type == "mamba3") m3.validate();
+    if (c.type == "mamba1") c.mamba1.validate();
+    if (c.type == "mamba3") c.mamba3.validate();
     if (c.type == "mlp") c.mlp.validate();
   } catch (const ConfigError&) {
     throw;
   } catch (const Error& e) {
     n.fail("", e.what());
   }
+  if (on_cuda) own.check_cuda(n, c);
   return c;
 }
 
 YAML::Node PolicyConfig::to_yaml() const {
-  YAML::Node n;
-  n["type"] = type;
-  n["d_model"] = d_model;
-  n["n_layers"] = n_layers;
-  n["log_std_init"] = log_std_init;
-  if (type == "mamba1") {
-    n["d_state"] = mamba1.d_state;
-    n["d_conv"] = mamba1.d_conv;
-    n["expand"] = mamba1.expand;
-    n["dt_rank"] = mamba1.resolved_dt_rank();
-    n["dt_min"] = mamba1.dt_min;
-    n["dt_max"] = mamba1.dt_max;
-  } else if (type == "mamba3") {
-    n["d_state"] = mamba3.d_state;
-    n["expand"] = mamba3.expand;
-    n["headdim"] = mamba3.headdim;
-    n["ngroups"] = mamba3.ngroups;
-    n["rope_fraction"] = mamba3.rope_fraction;
-    n["a_floor"] = mamba3.a_floor;
-    n["is_outproj_norm"] = mamba3.is_outproj_norm;
-    n["dt_min"] = mamba3.dt_min;
-    n["dt_max"] = mamba3.dt_max;
-  } else if (type == "mlp") {
-    n["expand"] = mlp.expand;
-  }
+  YAML::Node n = shared_schema().write(*this);
+  own_schema(type).write(*this, n);
+  if (type == "mamba1") n["dt_rank"] = mamba1.resolved_dt_rank();  // 0 stands for a value; write that
   return n;
+}
+
+std::string policy_type(const ConfigNode& policy) { return policy.get<std::string>("type", PolicyConfig{}.type); }
+
+ConfigSection policy_config_section() {
+  ConfigSection s{"policy", shared_schema().docs(), {}};
+  for (const PolicyType& t : policy_types()) s.types.push_back({t.type, t.own.docs()});
+  return s;
 }
 
 template <typename S>

@@ -9,6 +9,7 @@
 // checkpoint on the GPU); async mode runs its actor threads on GPU actors.
 // Double-buffered rollouts (runtime.overlap_envs) with GPU actors: two lanes
 // equal two separate half-size workers, and a run with overlap on learns.
+// Mamba-3's d_state past the GPU kernels' limit is a config error on cuda.
 // Without a CUDA device every case is skipped, unless MAMBARL_REQUIRE_GPU=1.
 #define BOOST_TEST_MODULE gpu_plugin
 #include <boost/test/unit_test.hpp>
@@ -303,6 +304,25 @@ BOOST_AUTO_TEST_CASE(probe_accepts_cuda_for_every_type) {
     BOOST_TEST(session->device == "cuda");
     BOOST_TEST(session->device_note == "");
   }
+}
+
+// Mamba-3's training kernels hold d_state up to 64 (kernels/kernel_limits.hpp):
+// with device cuda, 128 is refused as the config is read, naming the key, the
+// value and the limit (it used to fail inside the learner's kernel set-up);
+// the CPU engines take it.
+BOOST_AUTO_TEST_CASE(mamba3_d_state_past_the_gpu_kernels_is_a_config_error_on_cuda) {
+  require_gpu();
+  const Case big{"mamba3 d_state 128", "{type: mamba3, d_model: 32, n_layers: 1, d_state: 128, headdim: 16}", true, 3};
+  std::string msg;
+  try {
+    make_policy(big, "cuda", "float32", 1);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  BOOST_TEST(msg.find("test_gpu_plugin.yaml:1:59: policy.d_state: value 128 is more than 64, the most the GPU "
+                      "kernels hold") != std::string::npos,
+             msg);
+  BOOST_TEST((make_policy(big, "cpu", "float32", 1) != nullptr));
 }
 
 BOOST_AUTO_TEST_CASE(cuda_actor_matches_cpu_actor_float32) {

@@ -11,7 +11,7 @@ namespace {
 using A = AlgoConfig;
 using R = RuntimeConfig;
 
-// The runner's sections, one row per key (tools/config_schema.hpp). A row's
+// The runner's sections, one row per key (kernels/config_schema.hpp). A row's
 // default is its member's initialiser in tools/experiment.hpp; the rows'
 // order is the order of the keys in a run's config.yaml.
 // clang-format off
@@ -137,7 +137,7 @@ std::string Experiment::resolved_yaml(const std::string& policy_resolved, const 
 }
 
 std::vector<ConfigSection> runner_config_sections() {
-  return {{"algo", algo_schema().docs()}, {"runtime", runtime_schema().docs()}};
+  return {{"algo", algo_schema().docs(), {}}, {"runtime", runtime_schema().docs(), {}}};
 }
 
 }  // namespace mambarl

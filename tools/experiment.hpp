@@ -12,7 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "kernels/config_node.hpp"
-#include "tools/config_schema.hpp"
+#include "kernels/config_schema.hpp"
 
 namespace mambarl {
 

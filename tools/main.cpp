@@ -277,18 +277,18 @@ struct ConfigCommand {
   bool markdown = false;
 };
 
-// `config --keys [section]`: the reference of the runner's config keys, from the sections' schemas.
+// `config --keys [section]`: the reference of the config keys, from the sections' schemas.
 CLI::App* add_config(CLI::App& app, ConfigCommand& c) {
   CLI::App* cmd = app.add_subcommand("config", "describe the experiment config's keys");
   cmd->add_flag("--keys", "list each key with its type, default, range or choices, and what it does")->required();
   std::string known;
-  for (const mambarl::ConfigSection& s : mambarl::runner_config_sections())
+  for (const mambarl::ConfigSection& s : mambarl::config_sections())
     known += (known.empty() ? "" : ", ") + s.name;
   cmd->add_option("section", c.section, "only this section (" + known + ")")
       ->type_name("SECTION")
       ->check(CLI::Validator(
           [known](std::string& name) -> std::string {
-            for (const mambarl::ConfigSection& s : mambarl::runner_config_sections())
+            for (const mambarl::ConfigSection& s : mambarl::config_sections())
               if (s.name == name) return "";
             return "unknown section '" + name + "' (known: " + known + ")";
           },
@@ -298,7 +298,7 @@ CLI::App* add_config(CLI::App& app, ConfigCommand& c) {
 }
 
 int run_config(const ConfigCommand& c, std::ostream& out) {
-  std::vector<mambarl::ConfigSection> sections = mambarl::runner_config_sections();
+  std::vector<mambarl::ConfigSection> sections = mambarl::config_sections();
   if (!c.section.empty())
     sections.erase(std::remove_if(sections.begin(), sections.end(),
                                   [&](const mambarl::ConfigSection& s) { return s.name != c.section; }),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "policy/policy_config.hpp"  // policy_type
 #include "tools/plugin_env.hpp"
 
 namespace mambarl {
@@ -53,7 +54,7 @@ void create_policy(PolicySession& session, const Experiment& exp, const EnvSpec&
                    const mambarl_collective* collective) {
   PolicySession* s = &session;
   const ConfigNode policy = exp.section("policy");
-  const std::string type = policy.get<std::string>("type", "mamba1");
+  const std::string type = policy_type(policy);
   const auto names = s->registry.policy_names();
   if (std::find(names.begin(), names.end(), type) == names.end()) {
     std::string known;

@@ -590,7 +590,7 @@ void Run::save_checkpoint_and_curve() {
   save_checkpoint();
   if (ranks_.is_root())
     write_learning_curve_svg(curve_path_,
-                             spec_.id + " / " + exp_.section("policy").get<std::string>("type", "mamba1"),
+                             spec_.id + " / " + policy_type(exp_.section("policy")),
                              metrics_->curve());
 }
 
@@ -940,7 +940,7 @@ TrainSummary Run::go() {
   publish_weights();
   last_update_end_ = Clock::now();
   if (!session_->device_note.empty()) log_ << session_->device_note << std::endl;
-  log_ << "training " << exp_.section("policy").get<std::string>("type", "mamba1") << " on " << spec_.id
+  log_ << "training " << policy_type(exp_.section("policy")) << " on " << spec_.id
        << ": " << num_envs_ << " envs on the " << (gpu_envs_ ? "GPU" : "CPU") << ", "
        << (ranks_.size() > 1 ? std::to_string(ranks_.size()) + " data-parallel ranks of " +
                                    std::to_string(Bk_) + " envs each, "

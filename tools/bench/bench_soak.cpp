@@ -23,6 +23,7 @@
 #endif
 
 #include "kernels/check.hpp"
+#include "policy/policy_config.hpp"  // policy_type
 #include "tools/experiment.hpp"
 #include "tools/svg_plot.hpp"
 #include "tools/trainer.hpp"
@@ -171,7 +172,7 @@ int run_soak(const SoakOptions& o, std::ostream& out) {
   std::vector<PlotSeries> series{{"resident (MB)", rss}};
   if (have_dev) series.push_back({"device in use (MB)", dev});
   write_line_plot_svg(plot, "soak: " + exp.section("env").get<std::string>("type", "?") + " / " +
-                                exp.section("policy").get<std::string>("type", "mamba1") + ", async",
+                                policy_type(exp.section("policy")) + ", async",
                       "seconds", "memory (MB)", series);
 
   const auto number_or_null = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };

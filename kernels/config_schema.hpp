@@ -3,16 +3,25 @@
 // one-line doc. The default is the member's initialiser (read from a
 // default-constructed struct), never repeated here. From the table come the
 // unknown-key check, the parsing with its checks (ConfigNode's messages:
-// file:line:col or the override, and the key), the resolved section written
-// back into a run's config.yaml, and the reference of `mambarl config --keys`.
+// file:line:col or the override, and the key), the GPU kernels' limits, the
+// resolved section written back into a run's config.yaml and a checkpoint,
+// and the reference of `mambarl config --keys`.
 //
 // A row is one call: value() for a key with no range (bool, string, seed),
 // number() for a range, choice() for a string from a list, list() for a list
-// of strings. Checks that relate two keys stay as code after the table.
+// of strings, required() for a key without a default, optional() for one
+// whose default is decided elsewhere. cuda_at_most() adds a GPU kernel's
+// limit to a number row; nested() moves a sub-struct's rows into the struct
+// that holds it. Checks that relate two keys stay as code after the table.
+//
+// Lives beside config_node.hpp, with the other base headers: the runner
+// (tools/), the policy plugin (policy/, plugin/) and the envs all read their
+// sections through it, and kernels/ includes nothing from those folders.
 #pragma once
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -34,10 +43,18 @@ struct KeyDoc {
   std::string doc;
 };
 
+// The keys one value of a section's `type` (or several that take the same
+// keys) adds to the section's own, for the reference.
+struct TypeKeys {
+  std::string types;  // "mamba3", or "autoencode, battleship, ..." for types sharing their keys
+  std::vector<KeyDoc> keys;
+};
+
 // A section's keys, for the reference.
 struct ConfigSection {
   std::string name;
-  std::vector<KeyDoc> keys;
+  std::vector<KeyDoc> keys;     // every type's
+  std::vector<TypeKeys> types;  // empty for a section without types
 };
 
 // A key whose default is another key's value (algo.bptt_len is
@@ -55,9 +72,15 @@ SameAs<S, T> same_as(T S::*member, const char* key) {
 
 template <typename S>
 struct Field {
+  Field(KeyDoc d, std::function<void(const ConfigNode&, S&)> r, std::function<void(const S&, YAML::Node&)> w)
+      : doc(std::move(d)), read(std::move(r)), write(std::move(w)) {}
+
   KeyDoc doc;
   std::function<void(const ConfigNode&, S&)> read;  // an absent key leaves the default
   std::function<void(const S&, YAML::Node&)> write;
+  std::function<double(const S&)> number;  // a number row's value, for cuda_at_most(); else empty
+  // With runtime.device cuda: refuses a value the GPU kernels cannot hold (empty: no limit).
+  std::function<void(const ConfigNode&, const S&)> check_cuda;
 };
 
 namespace schema_detail {
@@ -88,9 +111,12 @@ std::string default_text(T S::*member, SameAs<S, T> from) {
 template <typename S, typename T, typename Get>
 Field<S> scalar(KeyDoc doc, T S::*member, SameAs<S, T> from, Get get) {
   const std::string key = doc.key;
-  return {std::move(doc),
-          [=](const ConfigNode& n, S& s) { s.*member = get(n, key, from.member ? s.*from.member : s.*member); },
-          [=](const S& s, YAML::Node& out) { out[key] = s.*member; }};
+  Field<S> f{std::move(doc),
+             [=](const ConfigNode& n, S& s) { s.*member = get(n, key, from.member ? s.*from.member : s.*member); },
+             [=](const S& s, YAML::Node& out) { out[key] = s.*member; }};
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
+    f.number = [=](const S& s) { return static_cast<double>(s.*member); };
+  return f;
 }
 
 }  // namespace schema_detail
@@ -150,6 +176,64 @@ Field<S> list(const char* key, std::vector<std::string> S::*member, const char* 
           }};
 }
 
+// A key without a default: absent, it is an error.
+template <typename S, typename T>
+Field<S> required(const char* key, T S::*member, const char* doc) {
+  const std::string k = key;
+  return {{key, schema_detail::type_name<T>(), "none (required)", "", doc},
+          [=](const ConfigNode& n, S& s) { s.*member = n.require<T>(k); },
+          [=](const S& s, YAML::Node& out) { out[k] = s.*member; }};
+}
+
+// A key whose default someone else decides (`default_text` says who): absent,
+// the member stays empty and is left out of the resolved config.
+template <typename S, typename T>
+Field<S> optional(const char* key, std::optional<T> S::*member, const char* default_text, const char* doc) {
+  const std::string k = key;
+  return {{key, schema_detail::type_name<T>(), default_text, "", doc},
+          [=](const ConfigNode& n, S& s) {
+            if (n.has(k)) s.*member = n.get<T>(k, T{});
+          },
+          [=](const S& s, YAML::Node& out) {
+            if (s.*member) out[k] = *(s.*member);
+          }};
+}
+
+// A number row whose value must also be at most `max` when runtime.device is
+// cuda: a limit of the GPU kernels (`kernels`: where it is written down).
+template <typename S>
+Field<S> cuda_at_most(Field<S> f, long long max, const char* kernels) {
+  MAMBARL_CHECK(f.number, "cuda_at_most(" << f.doc.key << "): not a number row");
+  f.doc.range += "; cuda: at most " + std::to_string(max);
+  const std::string key = f.doc.key, where = kernels;
+  f.check_cuda = [key, where, max, value = f.number](const ConfigNode& n, const S& s) {
+    const double v = value(s);
+    if (v <= static_cast<double>(max)) return;
+    std::ostringstream os;
+    os << "value " << v << " is more than " << max << ", the most the GPU kernels hold (" << where
+       << "); runtime.device is cuda";
+    n.fail(key, os.str());
+  };
+  return f;
+}
+
+// A row of sub-struct `Inner` as a row of the struct `Outer` that holds it in `part`.
+template <typename Outer, typename Inner>
+Field<Outer> nested(Inner Outer::*part, Field<Inner> f) {
+  Field<Outer> out{f.doc, [r = f.read, part](const ConfigNode& n, Outer& o) { r(n, o.*part); },
+                   [w = f.write, part](const Outer& o, YAML::Node& y) { w(o.*part, y); }};
+  if (f.number) out.number = [v = f.number, part](const Outer& o) { return v(o.*part); };
+  if (f.check_cuda)
+    out.check_cuda = [c = f.check_cuda, part](const ConfigNode& n, const Outer& o) { c(n, o.*part); };
+  return out;
+}
+template <typename Outer, typename Inner>
+std::vector<Field<Outer>> nested(Inner Outer::*part, const std::vector<Field<Inner>>& fields) {
+  std::vector<Field<Outer>> out;
+  for (const Field<Inner>& f : fields) out.push_back(nested(part, f));
+  return out;
+}
+
 template <typename S>
 class Schema {
  public:
@@ -162,16 +246,33 @@ class Schema {
   S read(const ConfigNode& n) const {
     n.check_known(keys_);
     S s;
-    for (const Field<S>& f : fields_) f.read(n, s);
+    fill(n, s);
     return s;
+  }
+  // Each row in table order into `s`, for a section whose known keys are
+  // more than this table's (a `type`'s keys beside the shared ones): the
+  // caller checks the unknown keys.
+  void fill(const ConfigNode& n, S& s) const {
+    for (const Field<S>& f : fields_) f.read(n, s);
+  }
+  // The GPU kernels' limits (cuda_at_most rows), for runtime.device cuda.
+  void check_cuda(const ConfigNode& n, const S& s) const {
+    for (const Field<S>& f : fields_)
+      if (f.check_cuda) f.check_cuda(n, s);
   }
 
   // Every key with its value, in table order: the section of a run's config.yaml.
   YAML::Node write(const S& s) const {
     YAML::Node out(YAML::NodeType::Map);
-    for (const Field<S>& f : fields_) f.write(s, out);
+    write(s, out);
     return out;
   }
+  // The same, added to `out` (after the keys already there).
+  void write(const S& s, YAML::Node& out) const {
+    for (const Field<S>& f : fields_) f.write(s, out);
+  }
+
+  const std::vector<std::string>& keys() const { return keys_; }
 
   std::vector<KeyDoc> docs() const {
     std::vector<KeyDoc> d;
