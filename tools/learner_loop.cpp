@@ -43,10 +43,11 @@ UpdateStats run_minibatches(const AlgoConfig& algo, int B, Rng& rng, std::vector
 }
 
 LearnerLoop::LearnerLoop(PolicyHandle& policy, const AlgoConfig& algo, uint64_t seed, int num_workers,
-                         int envs_per_worker, Ranks& ranks)
+                         int envs_per_worker, Ranks& ranks, bool even_shares)
     : policy_(policy),
       algo_(algo),
       ranks_(ranks),
+      even_shares_(even_shares),
       rng_(make_shuffle_rng(seed)),
       scaler_(algo.gamma, num_workers, envs_per_worker) {}
 
@@ -75,8 +76,21 @@ UpdateStats LearnerLoop::learn(Chunk& c, double lr) {
 
   return run_minibatches(algo_, global_B, rng_, order_, [&](const int* global_cols, int) {
     mine_.clear();
-    for (int j = 0; j < Bm; ++j)
-      if (global_cols[j] >= first && global_cols[j] < first + c.B) mine_.push_back(global_cols[j] - first);
+    if (even_shares_) {
+      // run_minibatches hands out runs of order_: the run's index is its offset.
+      const size_t mb = static_cast<size_t>(global_cols - order_.data()) / static_cast<size_t>(Bm);
+      const size_t share = static_cast<size_t>(c.B / algo_.minibatches);
+      if (mb == 0) {  // a new epoch's shuffle
+        mine_epoch_.clear();
+        for (const int g : order_)
+          if (g >= first && g < first + c.B) mine_epoch_.push_back(g - first);
+      }
+      mine_.assign(mine_epoch_.begin() + static_cast<std::ptrdiff_t>(mb * share),
+                   mine_epoch_.begin() + static_cast<std::ptrdiff_t>((mb + 1) * share));
+    } else {
+      for (int j = 0; j < Bm; ++j)
+        if (global_cols[j] >= first && global_cols[j] < first + c.B) mine_.push_back(global_cols[j] - first);
+    }
     const int* cols = mine_.data();
     const int k = static_cast<int>(mine_.size());  // == Bm in one process
     for (int j = 0; j < k; ++j)
