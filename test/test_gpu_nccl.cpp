@@ -7,13 +7,18 @@
 // collective must give the same bits as the learner without it: losses,
 // gradients, weights and moments after three updates, in graph mode (the
 // sums captured in the update graph) and eager (graph == eager). A
-// transport that sums host memory only is refused by name. Skips without a
-// CUDA device unless MAMBARL_REQUIRE_GPU=1.
+// transport that sums host memory only is refused by name, and the
+// transport's watchdog reports an update past its timeout, naming the rank.
+// Skips without a CUDA device unless MAMBARL_REQUIRE_GPU=1.
 #define BOOST_TEST_MODULE gpu_nccl
 #include <cuda_runtime.h>
 
 #include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -168,6 +173,36 @@ BOOST_AUTO_TEST_CASE(host_only_collective_is_refused) {
     BOOST_TEST_MESSAGE("refused with: " << e.what());
     BOOST_CHECK(std::string(e.what()).find("NCCL") != std::string::npos);
   }
+}
+
+// The watchdog (here observed instead of ending the process): a watched
+// update that ends in time is left alone, and one that lives past the
+// timeout is reported, naming the rank, the work and the config key.
+BOOST_AUTO_TEST_CASE(watchdog_reports_an_update_past_its_timeout) {
+  require_gpu();
+  using namespace std::chrono_literals;
+  const std::unique_ptr<Ranks> alone = one_process_ranks();
+  std::mutex mu;
+  std::condition_variable reported;
+  std::string error;
+  NcclCollective nccl(*alone, rank_gpu(), 1.0, [&](const std::string& e) {
+    std::lock_guard<std::mutex> lk(mu);
+    error = e;
+    reported.notify_all();
+  });
+  { NcclCollective::Watch quick(nccl, "a quick update"); }
+  std::this_thread::sleep_for(1500ms);  // longer than the timeout, but nothing is watched
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    BOOST_REQUIRE_MESSAGE(error.empty(), "reported without a late update: " << error);
+  }
+  NcclCollective::Watch late(nccl, "the test's update");
+  std::unique_lock<std::mutex> lk(mu);
+  BOOST_REQUIRE_MESSAGE(reported.wait_for(lk, 20s, [&] { return !error.empty(); }),
+                        "no report 20 s into an update with a 1 s timeout");
+  BOOST_TEST_MESSAGE("reported: " << error);
+  for (const char* part : {"error on rank 0 of 1", "the test's update", "runtime.collective_timeout_s"})
+    BOOST_CHECK_MESSAGE(error.find(part) != std::string::npos, "the report lacks '" << part << "': " << error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

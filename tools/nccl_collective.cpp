@@ -13,6 +13,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "kernels/check.hpp"
 #include "kernels/cuda_check.cuh"
@@ -38,7 +39,9 @@ void check_nccl(ncclResult_t r, const char* call, ncclComm_t comm) {
 struct NcclCollective::Impl {
   Ranks& ranks;
   double timeout_s;
+  OnFailure on_failure;
   ncclComm_t comm = nullptr;
+  bool aborted = false;  // by the watchdog: never destroyed then
   mambarl_collective abi{};
   std::string last_error;  // of the last failed ABI call (the main thread's)
 
@@ -50,7 +53,7 @@ struct NcclCollective::Impl {
   Clock::time_point watched_since;
   std::thread watchdog;
 
-  Impl(Ranks& r, double t) : ranks(r), timeout_s(t) {}
+  Impl(Ranks& r, double t, OnFailure f) : ranks(r), timeout_s(t), on_failure(std::move(f)) {}
 
   // Enqueues an in-place sum of n elements on `stream` (a cudaStream_t).
   void all_reduce(void* data, int64_t n, ncclDataType_t type, void* stream) {
@@ -62,13 +65,32 @@ struct NcclCollective::Impl {
                "ncclAllReduce", comm);
   }
 
-  [[noreturn]] void fail(const std::string& why) {
-    std::cerr << "mambarl train: error on rank " << ranks.rank() << " of " << ranks.size() << ": " << why
-              << "; ending the job" << std::endl;
-    // Frees whatever waits in this rank's NCCL kernels; mpirun then ends
-    // the other ranks when this one exits with an error.
+  // Aborting frees whatever waits in this rank's NCCL kernels; then the
+  // owner's failure action (by default: end this process, and mpirun ends
+  // the other ranks when this one exits with an error).
+  void fail(const std::string& why) {
     (void)ncclCommAbort(comm);
-    std::_Exit(1);
+    aborted = true;
+    std::ostringstream error;
+    error << "error on rank " << ranks.rank() << " of " << ranks.size() << ": " << why;
+    on_failure(error.str());
+  }
+
+  // Why the watchdog must act now, or "" while all is well.
+  std::string trouble() const {
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comm, &async);
+    if (r != ncclSuccess) return std::string("ncclCommGetAsyncError: ") + ncclGetErrorString(r);
+    if (async != ncclSuccess && async != ncclInProgress)
+      return std::string("NCCL reported an asynchronous error in the learner's sums: ") +
+             ncclGetErrorString(async) + " (" + ncclGetLastError(comm) + ")";
+    if (watched && std::chrono::duration<double>(Clock::now() - watched_since).count() > timeout_s) {
+      std::ostringstream why;
+      why << watched << " did not finish within " << timeout_s
+          << " s (runtime.collective_timeout_s): its NCCL sums wait for a rank that died or hangs";
+      return why.str();
+    }
+    return "";
   }
 
   void watch_loop() {
@@ -76,17 +98,9 @@ struct NcclCollective::Impl {
     while (!stopping) {
       wake.wait_for(lk, kPoll);
       if (stopping) return;
-      ncclResult_t async = ncclSuccess;
-      const ncclResult_t r = ncclCommGetAsyncError(comm, &async);
-      if (r != ncclSuccess) fail(std::string("ncclCommGetAsyncError: ") + ncclGetErrorString(r));
-      if (async != ncclSuccess && async != ncclInProgress)
-        fail(std::string("NCCL reported an asynchronous error in the learner's sums: ") +
-             ncclGetErrorString(async) + " (" + ncclGetLastError(comm) + ")");
-      if (watched && std::chrono::duration<double>(Clock::now() - watched_since).count() > timeout_s) {
-        std::ostringstream why;
-        why << watched << " did not finish within " << timeout_s
-            << " s (runtime.collective_timeout_s): its NCCL sums wait for a rank that died or hangs";
-        fail(why.str());
+      if (const std::string why = trouble(); !why.empty()) {
+        fail(why);
+        return;  // the communicator is gone: nothing more to watch
       }
     }
   }
@@ -106,8 +120,13 @@ struct NcclCollective::Impl {
   }
 };
 
-NcclCollective::NcclCollective(Ranks& ranks, int device, double timeout_s)
-    : impl_(std::make_unique<Impl>(ranks, timeout_s)) {
+void NcclCollective::end_this_process(const std::string& error) {
+  std::cerr << "mambarl train: " << error << "; ending the job" << std::endl;
+  std::_Exit(1);
+}
+
+NcclCollective::NcclCollective(Ranks& ranks, int device, double timeout_s, OnFailure on_failure)
+    : impl_(std::make_unique<Impl>(ranks, timeout_s, std::move(on_failure))) {
   Impl& m = *impl_;
   MAMBARL_CHECK(timeout_s > 0, "NcclCollective: timeout " << timeout_s << " s must be positive");
   MAMBARL_CUDA_CHECK(cudaSetDevice(device));
@@ -156,7 +175,7 @@ NcclCollective::~NcclCollective() {
   }
   m.wake.notify_all();
   m.watchdog.join();
-  (void)ncclCommDestroy(m.comm);
+  if (!m.aborted) (void)ncclCommDestroy(m.comm);
 }
 
 const mambarl_collective* NcclCollective::collective() const { return &impl_->abi; }

@@ -12,10 +12,11 @@
 // thread polls ncclCommGetAsyncError, and times each watched learner update:
 // an asynchronous NCCL error, or an update still running after the timeout
 // (a rank died or hangs, so the others wait in their sums forever), aborts
-// the communicator and ends this process with an error naming the rank;
-// mpirun then ends the others.
+// the communicator and ends this process with an error naming the rank
+// (by default; tests observe it instead); mpirun then ends the others.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -26,11 +27,18 @@ namespace mambarl {
 
 class NcclCollective {
  public:
+  // What a watchdog failure does, on the watchdog thread, after the
+  // communicator was aborted (nothing may use it afterwards). `error` names
+  // the rank ("error on rank r of N: ..."). The default prints it and ends
+  // this process with status 1.
+  using OnFailure = std::function<void(const std::string& error)>;
+  static void end_this_process(const std::string& error);
+
   // Joins the communicator of ranks.size() ranks on CUDA device `device`,
   // which becomes this thread's current device (the policy's engines run
   // there). Every rank calls it, in the same order relative to the ranks'
   // other collectives. timeout_s: the longest a watched update may run.
-  NcclCollective(Ranks& ranks, int device, double timeout_s);
+  NcclCollective(Ranks& ranks, int device, double timeout_s, OnFailure on_failure = end_this_process);
   ~NcclCollective();
   NcclCollective(const NcclCollective&) = delete;
   NcclCollective& operator=(const NcclCollective&) = delete;
