@@ -112,8 +112,8 @@ std::unique_ptr<LearnerRole> make_learner(const PolicyConfig& cfg, int obs_dim, 
     if (across && !across->sums_device_memory())
       throw ConfigError(
           "runtime.device: cuda: the runner's collective sums host memory only, and the GPU learner "
-          "reduces on the device (a mambarl built with NCCL: MAMBARL_NCCL); run several ranks with "
-          "runtime.device: cpu");
+          "sums on the device: install NCCL (the CUDA toolkit's, or libnccl-dev) and build mambarl with "
+          "-DMAMBARL_NCCL=ON, or run several ranks with runtime.device: cpu");
     return make_gpu_learner(cfg, obs_dim, head, loss, adam, seed, engine.learner, across);
   }
   if (engine.learner != Precision::float32)

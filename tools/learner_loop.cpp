@@ -42,6 +42,18 @@ UpdateStats run_minibatches(const AlgoConfig& algo, int B, Rng& rng, std::vector
   return st;
 }
 
+void even_share_columns(const std::vector<int>& order, int first, int B, int minibatches, int mb,
+                        std::vector<int>& out) {
+  const int share = B / minibatches, begin = mb * share;
+  out.clear();
+  int seen = 0;  // this rank's columns met so far in the shuffled order
+  for (const int g : order) {
+    if (g < first || g >= first + B) continue;
+    if (seen >= begin && seen < begin + share) out.push_back(g - first);
+    if (++seen == begin + share) break;
+  }
+}
+
 LearnerLoop::LearnerLoop(PolicyHandle& policy, const AlgoConfig& algo, uint64_t seed, int num_workers,
                          int envs_per_worker, Ranks& ranks, bool even_shares)
     : policy_(policy),
@@ -78,15 +90,8 @@ UpdateStats LearnerLoop::learn(Chunk& c, double lr) {
     mine_.clear();
     if (even_shares_) {
       // run_minibatches hands out runs of order_: the run's index is its offset.
-      const size_t mb = static_cast<size_t>(global_cols - order_.data()) / static_cast<size_t>(Bm);
-      const size_t share = static_cast<size_t>(c.B / algo_.minibatches);
-      if (mb == 0) {  // a new epoch's shuffle
-        mine_epoch_.clear();
-        for (const int g : order_)
-          if (g >= first && g < first + c.B) mine_epoch_.push_back(g - first);
-      }
-      mine_.assign(mine_epoch_.begin() + static_cast<std::ptrdiff_t>(mb * share),
-                   mine_epoch_.begin() + static_cast<std::ptrdiff_t>((mb + 1) * share));
+      const int mb = static_cast<int>((global_cols - order_.data()) / Bm);
+      even_share_columns(order_, first, c.B, algo_.minibatches, mb, mine_);
     } else {
       for (int j = 0; j < Bm; ++j)
         if (global_cols[j] >= first && global_cols[j] < first + c.B) mine_.push_back(global_cols[j] - first);

@@ -47,6 +47,13 @@ UpdateStats run_minibatches(const AlgoConfig& algo, int B, Rng& rng, std::vector
 // once, and all ranks capture and replay together, as NCCL requires; the
 // minibatches are stratified over the ranks (the same in distribution as
 // the global shuffle's, not the same columns). One rank: no difference.
+// even_shares' columns of minibatch mb for the rank owning the global
+// columns [first, first + B): the mb-th run of B / minibatches of them, in
+// the order they have in `order` (the epoch's shuffle of all columns), as
+// local indices into out (cleared first).
+void even_share_columns(const std::vector<int>& order, int first, int B, int minibatches, int mb,
+                        std::vector<int>& out);
+
 class LearnerLoop {
  public:
   LearnerLoop(PolicyHandle& policy, const AlgoConfig& algo, uint64_t seed, int num_workers,
@@ -66,7 +73,6 @@ class LearnerLoop {
   RewardScaler scaler_;
   std::vector<int> order_;  // (N * B) shuffled global columns
   std::vector<int> mine_;   // this rank's columns of one minibatch, local indices
-  std::vector<int> mine_epoch_;  // even_shares: this rank's B columns in the epoch's order, local
   // One minibatch, gathered (T, Bm, ...) time-major.
   std::vector<float> obs_, actions_, logp_, adv_, ret_, init_state_;
   std::vector<uint8_t> starts_;

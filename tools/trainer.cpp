@@ -345,6 +345,13 @@ void Run::build() {
                                                          std::to_string(ranks_.size()) + " ranks"
                                                    : std::string()) +
                                 "), got " + std::to_string(al_.minibatches));
+  // (runtime.device: auto resolving to cuda without NCCL is refused by the
+  // plugin, whose GPU learner needs a collective with device sums.)
+  if (ranks_.size() > 1 && rt_.device == "cuda" && !built_with_nccl())
+    rtn.fail("device", "cuda under " + std::to_string(ranks_.size()) +
+                           " data-parallel ranks (mpirun) needs NCCL, which the GPU learners sum through, and "
+                           "this build of mambarl has none: install NCCL (the CUDA toolkit's, or libnccl-dev) "
+                           "and reconfigure with -DMAMBARL_NCCL=ON, or set runtime.device: cpu");
   create_policy(*session_, exp_, spec_, learner_collective());
   if (ranks_.size() > 1) {
     // Every rank's learner must sum through the same transport: on one
@@ -355,11 +362,6 @@ void Run::build() {
                              std::to_string(ranks_.rank()) +
                              " but not on every rank: data-parallel ranks need one device kind for all "
                              "(set runtime.device: cpu, or give every rank a usable GPU)");
-    if (gpu && !built_with_nccl())
-      rtn.fail("device", rt_.device + " resolved to " + session_->device + ", but this build of mambarl has no "
-                             "NCCL, which data-parallel GPU learners (" + std::to_string(ranks_.size()) +
-                             " ranks under mpirun) sum through: install NCCL (the CUDA toolkit's, or "
-                             "libnccl-dev) and reconfigure with -DMAMBARL_NCCL=ON, or set runtime.device: cpu");
   }
   if (gpu_envs_ && session_->device != "cuda") {
     // runtime.device auto on a machine it cannot use: the CPU envs go with the CPU policy.
