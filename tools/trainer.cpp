@@ -378,7 +378,9 @@ void Run::build() {
     log_ << "building " << num_envs_ << " " << spec_.id << " envs (env.num_envs)..." << std::endl;
   if (gpu_envs_) build_gpu_envs();
   // GPU envs have no host lanes to overlap: the whole chunk is one graph.
-  lanes_ = !gpu_envs_ && overlap_envs(rt_, rtn, session_->device, Bk_) ? 2 : 1;
+  // Ranks neither (check_ranks refuses `on`; auto, which GPU actors would
+  // turn on, stays off): a rank's envs are one slice of the one-process run's.
+  lanes_ = !gpu_envs_ && ranks_.size() == 1 && overlap_envs(rt_, rtn, session_->device, Bk_) ? 2 : 1;
   // A rank's envs are the global envs [first_env, first_env + Bk_) of the
   // one-process run (sync: one actor), seeded and sampled as they are there.
   const uint64_t first_env = static_cast<uint64_t>(ranks_.rank()) * static_cast<uint64_t>(Bk_);
