@@ -40,18 +40,26 @@ __global__ void advantage_partials_kernel(int M, const float* __restrict__ adv, 
   }
 }
 
-// Mean and std (population, as the CPU) of the advantages from the
-// partials, summed in block order: the same bits in every block that calls it.
-__device__ __forceinline__ void advantage_stats(int M, const double* part, double& mean, double& std) {
+// One thread: the partials summed in block order -> tot = (Σ Â, Σ Â², tokens).
+__global__ void advantage_totals_kernel(int M, const double* __restrict__ part, double* __restrict__ tot) {
   double s = 0, q = 0;
   for (int g = 0; g < kPpoBlocks; ++g) {
     s += part[2 * g];
     q += part[2 * g + 1];
   }
-  mean = s / M;
+  tot[0] = s;
+  tot[1] = q;
+  tot[2] = M;
+}
+
+// Mean and std (population, as the CPU) of the advantages from their
+// totals (tot[2] tokens; every replica's, with a data-parallel learner).
+__device__ __forceinline__ void advantage_stats(const double* tot, double& mean, double& std) {
+  const double s = tot[0], q = tot[1], n = tot[2];
+  mean = s / n;
   // E[Â²] - mean² in double: the float inputs carry 24 bits, the difference keeps
   // ~50 of the 53 unless |mean| >> std, which normalised advantages never are.
-  const double var = fmax(q / M - mean * mean, 0.0);
+  const double var = fmax(q / n - mean * mean, 0.0);
   // 1e-8 as CleanRL/SB3: a constant-advantage minibatch gives zero policy gradient, not NaN.
   std = sqrt(var) + 1e-8;
 }
@@ -61,7 +69,7 @@ __global__ void token_loss_kernel(PpoDims d, PpoCoefs c, PpoInputs in, double* _
                                   float* __restrict__ terms, float* __restrict__ dlog_std_terms) {
   __shared__ double adv_mean, adv_std;
   if (threadIdx.x == 0) {
-    advantage_stats(d.M, stats + kPpoAdvPartials, adv_mean, adv_std);
+    advantage_stats(stats + kPpoAdvTotals, adv_mean, adv_std);
     if (blockIdx.x == 0) {
       stats[0] = adv_mean;
       stats[1] = adv_std;
@@ -73,7 +81,8 @@ __global__ void token_loss_kernel(PpoDims d, PpoCoefs c, PpoInputs in, double* _
   const int A = d.A;
   const float* hr = in.head + static_cast<size_t>(i) * A;
   float* dh = dhead + static_cast<size_t>(i) * A;
-  const float inv_M = 1.f / static_cast<float>(d.M);
+  // 1 / tokens of the whole minibatch (every replica's): the loss is a mean over it.
+  const float inv_M = 1.f / static_cast<float>(stats[kPpoAdvTotals + 2]);
   const float eps = static_cast<float>(c.clip_eps);
   const float ce = static_cast<float>(c.ent_coef) * inv_M;
   const float A_i = c.normalize_advantages
@@ -157,11 +166,12 @@ __global__ void term_partials_kernel(int M, const float* __restrict__ terms, dou
   }
 }
 
-// One block: the term partials summed in block order -> the metrics, the
-// non-finite flag; and (Gaussian heads) d/d log σ summed over the tokens.
-__global__ void loss_finalize_kernel(PpoDims d, PpoCoefs c, const double* __restrict__ term_part,
-                                     const float* __restrict__ dlog_std_terms, float* __restrict__ dlog_std,
-                                     double* __restrict__ metrics, int* __restrict__ loss_not_finite) {
+// One block: the term partials summed in block order -> the term totals;
+// and (Gaussian heads) d/d log σ summed over this learner's tokens into the
+// gradient (a data-parallel learner sums it with the rest of the gradient).
+__global__ void loss_totals_kernel(PpoDims d, const double* __restrict__ term_part,
+                                   const float* __restrict__ dlog_std_terms, float* __restrict__ dlog_std,
+                                   double* __restrict__ term_tot) {
   __shared__ double scratch[32];
   if (!d.discrete)
     for (int j = 0; j < d.A; ++j) {
@@ -175,7 +185,16 @@ __global__ void loss_finalize_kernel(PpoDims d, PpoCoefs c, const double* __rest
   double sums[kPpoTerms] = {};
   for (int g = 0; g < kPpoBlocks; ++g)
     for (int k = 0; k < kPpoTerms; ++k) sums[k] += term_part[g * kPpoTerms + k];
-  for (int k = 0; k < kPpoTerms; ++k) sums[k] /= d.M;
+  for (int k = 0; k < kPpoTerms; ++k) term_tot[k] = sums[k];
+}
+
+// One thread: the term totals over the tokens -> the metrics and the
+// non-finite flag (the same on every replica: the totals are global).
+__global__ void loss_metrics_kernel(PpoCoefs c, const double* __restrict__ stats, double* __restrict__ metrics,
+                                    int* __restrict__ loss_not_finite) {
+  const double tokens = stats[kPpoAdvTotals + 2];
+  double sums[kPpoTerms];
+  for (int k = 0; k < kPpoTerms; ++k) sums[k] = stats[kPpoTermTotals + k] / tokens;
   const double pg = sums[0], v = 0.5 * sums[1], ent = sums[2];
   const double loss = pg + c.vf_coef * v - c.ent_coef * ent;
   metrics[0] = loss;
@@ -190,21 +209,28 @@ __global__ void loss_finalize_kernel(PpoDims d, PpoCoefs c, const double* __rest
 }  // namespace
 
 void ppo_loss(const PpoDims& d, const PpoCoefs& c, const PpoInputs& in, const PpoScratch& s,
-              const PpoOutputs& out, cudaStream_t stream) {
+              const PpoOutputs& out, cudaStream_t stream, const DeviceSum& across) {
   MAMBARL_CHECK(d.M > 0 && d.A > 0, "ppo_loss: sizes must be positive (M " << d.M << ", A " << d.A << ")");
   MAMBARL_CHECK(d.discrete || (in.log_std && out.dlog_std && s.dlog_std_terms),
                 "ppo_loss: a Gaussian head needs log_std, its gradient and the (M, A) scratch");
   double* adv_part = s.stats + kPpoAdvPartials;
   double* term_part = s.stats + kPpoTermPartials;
+  double* adv_tot = s.stats + kPpoAdvTotals;
+  double* term_tot = s.stats + kPpoTermTotals;
   advantage_partials_kernel<<<kPpoBlocks, kThreads, 0, stream>>>(d.M, in.advantages, adv_part);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  advantage_totals_kernel<<<1, 1, 0, stream>>>(d.M, adv_part, adv_tot);
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  if (across) across(adv_tot, kPpoAdvTotalsDoubles, stream);
   token_loss_kernel<<<(d.M + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
       d, c, in, s.stats, out.dhead, out.dvalues, s.terms, s.dlog_std_terms);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
   term_partials_kernel<<<kPpoBlocks, kThreads, 0, stream>>>(d.M, s.terms, term_part);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
-  loss_finalize_kernel<<<1, kThreads, 0, stream>>>(d, c, term_part, s.dlog_std_terms, out.dlog_std, out.metrics,
-                                                   out.loss_not_finite);
+  loss_totals_kernel<<<1, kThreads, 0, stream>>>(d, term_part, s.dlog_std_terms, out.dlog_std, term_tot);
+  MAMBARL_CUDA_LAUNCH_CHECK(stream);
+  if (across) across(term_tot, kPpoTerms, stream);
+  loss_metrics_kernel<<<1, 1, 0, stream>>>(c, s.stats, out.metrics, out.loss_not_finite);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 

@@ -109,11 +109,12 @@ std::unique_ptr<LearnerRole> make_learner(const PolicyConfig& cfg, int obs_dim, 
   // on either device: runtime.dtype is the GPU actor's format only, and
   // runtime.learner_dtype the GPU learner's GEMM inputs (the CPU computes in f32).
   if (engine.device == Device::cuda) {
-    if (across)
+    if (across && !across->sums_device_memory())
       throw ConfigError(
-          "runtime.device: cuda: the GPU learner has no data-parallel reduction yet; run "
-          "several ranks with runtime.device: cpu");
-    return make_gpu_learner(cfg, obs_dim, head, loss, adam, seed, engine.learner);
+          "runtime.device: cuda: the runner's collective sums host memory only, and the GPU learner "
+          "sums on the device: install NCCL (the CUDA toolkit's, or libnccl-dev) and build mambarl with "
+          "-DMAMBARL_NCCL=ON, or run several ranks with runtime.device: cpu");
+    return make_gpu_learner(cfg, obs_dim, head, loss, adam, seed, engine.learner, across);
   }
   if (engine.learner != Precision::float32)
     throw ConfigError(std::string("runtime.learner_dtype: ") + precision_name(engine.learner) +

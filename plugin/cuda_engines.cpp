@@ -63,8 +63,8 @@ class GpuActorRole final : public ActorRole {
 class GpuLearnerRole final : public LearnerRole {
  public:
   GpuLearnerRole(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
-                 const AdamWConfig& adam, uint64_t seed, Precision precision)
-      : l_(cfg, obs_dim, head, loss, adam, seed, precision) {}
+                 const AdamWConfig& adam, uint64_t seed, Precision precision, Allreduce* across)
+      : l_(cfg, obs_dim, head, loss, adam, seed, precision, across) {}
 
   std::shared_ptr<const ActorCritic<float>> shared_model() const override { return l_.shared_model(); }
   TrainResult train_step(const ChunkView& chunk, double lr) override {
@@ -130,8 +130,8 @@ std::string cuda_unavailable_reason() {
 
 std::unique_ptr<LearnerRole> make_gpu_learner(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head,
                                               const PpoLossConfig& loss, const AdamWConfig& adam,
-                                              uint64_t seed, Precision precision) {
-  return std::make_unique<GpuLearnerRole>(cfg, obs_dim, head, loss, adam, seed, precision);
+                                              uint64_t seed, Precision precision, Allreduce* across) {
+  return std::make_unique<GpuLearnerRole>(cfg, obs_dim, head, loss, adam, seed, precision, across);
 }
 
 std::unique_ptr<ActorRole> make_gpu_actor(std::shared_ptr<const ActorCritic<float>> model,

@@ -121,7 +121,7 @@ std::string cuda_unavailable_reason();
 
 std::unique_ptr<LearnerRole> make_gpu_learner(const PolicyConfig& cfg, int obs_dim, const HeadSpec& head,
                                               const PpoLossConfig& loss, const AdamWConfig& adam,
-                                              uint64_t seed, Precision precision);
+                                              uint64_t seed, Precision precision, Allreduce* across);
 
 std::unique_ptr<ActorRole> make_gpu_actor(std::shared_ptr<const ActorCritic<float>> model,
                                           const PolicyConfig& cfg, int num_envs, uint64_t seed,

@@ -20,13 +20,15 @@
 extern "C" {
 #endif
 
-#define MAMBARL_PLUGIN_ABI_VERSION 7u  /* 2: env factories; 3: dtype in create args, MAMBARL_UNSUPPORTED;
+#define MAMBARL_PLUGIN_ABI_VERSION 8u  /* 2: env factories; 3: dtype in create args, MAMBARL_UNSUPPORTED;
                                           4: split-phase and device-enqueued actor steps, device chunks;
                                           5: peeks take the envs whose value is needed;
                                           6: load_weights (exported files), greedy actors;
                                           7: chunks with loss-free context steps; data-parallel learners
                                              (collective in create args, actor_create's first_env,
-                                             empty train chunks) */
+                                             empty train chunks);
+                                          8: the collective's device sums (sum_f64_device; sum_gradient
+                                             on a device view), for a data-parallel GPU learner */
 #define MAMBARL_PLUGIN_ENTRY "mambarl_plugin_register"
 
 #if defined(__GNUC__)
@@ -74,9 +76,13 @@ typedef struct mambarl_learner_config {
  * replica of the policy on their share of the envs, and the learner sums
  * across them through these callbacks, so that every replica takes the same
  * step as one learner on all the envs would (plugin/DESIGN.md "Data-parallel
- * training"). Every rank makes the same calls in the same order; each call
- * returns when the sum is on every rank. The runner owns the transport (MPI);
- * the plugin never links it. */
+ * training"). Every rank makes the same calls in the same order; a host call
+ * returns when the sum is on every rank. The runner owns the transport (MPI
+ * on the host, NCCL on the device); the plugin never links either.
+ * A device call (ABI 8: sum_f64_device, sum_gradient on a device view) only
+ * ENQUEUES the sum on `stream` (a cudaStream_t), without host
+ * synchronisation or allocation, so a GPU learner may capture it into its
+ * CUDA graph and replay it; the sum is done when the stream gets there. */
 typedef struct mambarl_collective {
   int32_t rank, size;
   void* ctx;
@@ -87,6 +93,11 @@ typedef struct mambarl_collective {
    * (a device-side transport such as NCCL), NULL for host memory. */
   mambarl_status (*sum_gradient)(void* ctx, mambarl_tensor grad, void* stream);
   const char* (*last_error)(void* ctx);
+  /* ABI 8: in-place sum of n doubles in device memory, enqueued on `stream`
+   * (advantage statistics and loss sums of a GPU learner). NULL when the
+   * transport sums host memory only (then sum_gradient refuses device
+   * views too, and a GPU learner refuses the collective). */
+  mambarl_status (*sum_f64_device)(void* ctx, double* data, int64_t n, void* stream);
 } mambarl_collective;
 
 typedef struct mambarl_policy_create_args {

@@ -11,7 +11,7 @@ constexpr const char* kNoCuda = "this build of mambarl_policies has no CUDA engi
 std::string cuda_unavailable_reason() { return kNoCuda; }
 
 std::unique_ptr<LearnerRole> make_gpu_learner(const PolicyConfig&, int, const HeadSpec&, const PpoLossConfig&,
-                                              const AdamWConfig&, uint64_t, Precision) {
+                                              const AdamWConfig&, uint64_t, Precision, Allreduce*) {
   MAMBARL_FAIL(kNoCuda);
 }
 

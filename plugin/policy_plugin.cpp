@@ -22,6 +22,7 @@
 
 #include "kernels/config_node.hpp"
 #include "plugin/engine_roles.hpp"
+#include "plugin/host_collective.hpp"
 #include "plugin/mambarl_plugin.h"
 #include "plugin/tensor_view.hpp"
 #include "policy/checkpoint.hpp"
@@ -86,31 +87,6 @@ void write_text(char* buf, size_t len, const std::string& s) {
   std::memcpy(buf, s.data(), n);
   buf[n] = '\0';
 }
-
-// ---- data-parallel replicas ----------------------------------------------------------
-
-// The host's mambarl_collective behind the learner's Allreduce seam; a failed
-// sum throws with the host's reason (the transport usually ends the job first).
-class HostCollective final : public Allreduce {
- public:
-  explicit HostCollective(const mambarl_collective& c) : c_(c) {
-    MAMBARL_CHECK(
-        c.size >= 1 && c.rank >= 0 && c.rank < c.size && c.sum_f64 && c.sum_gradient && c.last_error,
-        "create: collective has rank " << c.rank << " of " << c.size << " or a null function");
-  }
-  int size() const override { return c_.size; }
-  void sum(double* x, size_t n) override { check(c_.sum_f64(c_.ctx, x, static_cast<int64_t>(n)), "sum_f64"); }
-  void sum_gradient(float* g, size_t n) override {
-    check(c_.sum_gradient(c_.ctx, view_f32(g, {static_cast<int64_t>(n)}), nullptr), "sum_gradient");
-  }
-
- private:
-  void check(mambarl_status st, const char* fn) const {
-    MAMBARL_CHECK(st == MAMBARL_OK,
-                  "collective " << fn << " failed on rank " << c_.rank << ": " << c_.last_error(c_.ctx));
-  }
-  mambarl_collective c_;
-};
 
 // ---- policy types and devices -------------------------------------------------------
 
@@ -258,8 +234,10 @@ mambarl_status create_policy(const PolicyType& type, const mambarl_policy_create
     p->env = args->env;
     p->cfg = cfg;
     p->engine = engine;
-    if (args->collective && args->collective->size > 1)
-      p->across = std::make_unique<HostCollective>(*args->collective);
+    // A collective of one rank still sums (as the identity): the GPU tests
+    // run the NCCL path on one device that way. The runner passes none to a
+    // process training alone.
+    if (args->collective) p->across = std::make_unique<HostCollective>(*args->collective);
     p->learner = make_learner(cfg, args->env.obs_dim, head, loss, adam, args->seed, engine, p->across.get());
     p->resolved = emit_yaml(cfg.to_yaml());
     *out = p.release();

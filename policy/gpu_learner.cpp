@@ -64,6 +64,7 @@ struct GpuLearner::Impl {
   int obs_dim = 0, D = 0, L = 0, A = 0, act_width = 0;
   size_t S = 0, P = 0;  // state floats per env; parameter floats
   Precision precision = Precision::float32;
+  Allreduce* across = nullptr;  // the data-parallel replicas (not owned); null: this learner alone
   Launch mode = Launch::graph;
   int T = 0, B = 0, M = 0;  // the prepared chunk shape, M = T*B
   int Tc = 0, Ml = 0;       // context steps (no loss); loss rows Ml = (T - Tc) * B, the last of the M
@@ -113,7 +114,7 @@ struct GpuLearner::Impl {
   std::unique_ptr<CudaGraph> graph;
 
   Impl(const PolicyConfig& policy, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
-       const AdamWConfig& adam, uint64_t seed, Precision precision);
+       const AdamWConfig& adam, uint64_t seed, Precision precision, Allreduce* across);
   ~Impl() { (void)cudaStreamSynchronize(stream.get()); }
 
   size_t offset(const std::string& name, const std::vector<int64_t>& shape) const {
@@ -142,15 +143,19 @@ struct GpuLearner::Impl {
 };
 
 GpuLearner::Impl::Impl(const PolicyConfig& pol, int obs, const HeadSpec& hs, const PpoLossConfig& loss,
-                       const AdamWConfig& adam, uint64_t seed, Precision prec)
+                       const AdamWConfig& adam, uint64_t seed, Precision prec, Allreduce* all)
     : policy(pol),
       loss_cfg(loss),
       adam_cfg(adam),
       model(make_actor_critic<float>(pol, obs, hs)),
-      precision(prec) {
+      precision(prec),
+      across(all) {
   int devices = 0;
   MAMBARL_CUDA_CHECK(cudaGetDeviceCount(&devices));
   MAMBARL_CHECK(devices > 0, "GpuLearner: no CUDA device");
+  MAMBARL_CHECK(!across || across->sums_device_memory(),
+                "GpuLearner: its data-parallel collective sums host memory only; the GPU learner sums "
+                "its statistics and gradient on the device, inside the update graph (NCCL)");
   const ActorCriticSpec& spec = model->spec();
   obs_dim = spec.obs_dim;
   D = spec.d_model;
@@ -425,7 +430,10 @@ void GpuLearner::Impl::record(cudaStream_t s) {
   cuda::PpoScratch pscr{ppo_stats.data(), loss_terms.data(), log_std >= 0 ? dlog_std_terms.data() : nullptr};
   const cuda::PpoCoefs pc{loss_cfg.clip_eps, loss_cfg.vf_coef, loss_cfg.ent_coef,
                           loss_cfg.normalize_advantages};
-  cuda::ppo_loss(cuda::PpoDims{Ml, A, model->spec().head.discrete}, pc, pin, pscr, pout, s);
+  cuda::DeviceSum sum_across;
+  if (across)
+    sum_across = [this](double* x, size_t n, cudaStream_t st) { across->sum_device(x, n, st); };
+  cuda::ppo_loss(cuda::PpoDims{Ml, A, model->spec().head.discrete}, pc, pin, pscr, pout, s, sum_across);
   const float* loss_scale = &sc->scaler.scale;
   if (precision == Precision::float16) {
     // Seed the backward with S: every gradient below is S times the true one.
@@ -461,6 +469,10 @@ void GpuLearner::Impl::record(cudaStream_t s) {
   // Unscaled before the norm, clip and AdamW, which then see the true gradient
   // (an overflow stays inf/NaN and makes AdamW skip the update).
   if (precision == Precision::float16) cuda::scale_by(P, loss_scale, true, G, s);
+  // The one gradient sum per minibatch, before the norm: every replica clips
+  // and steps with the whole minibatch's gradient (an overflow on any
+  // replica makes the sum non-finite, so all of them skip).
+  if (across) across->sum_gradient_device(G, P, s);
 
   cuda::AdamWScalars as;
   as.lr = in<double>(st.lr);
@@ -545,8 +557,9 @@ void GpuLearner::Impl::set_step(long long step) {
 // ---------------------------------------------------------------------------
 
 GpuLearner::GpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head,
-                       const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed, Precision precision)
-    : impl_(std::make_unique<Impl>(policy, obs_dim, head, loss, adam, seed, precision)) {}
+                       const PpoLossConfig& loss, const AdamWConfig& adam, uint64_t seed, Precision precision,
+                       Allreduce* across)
+    : impl_(std::make_unique<Impl>(policy, obs_dim, head, loss, adam, seed, precision, across)) {}
 
 GpuLearner::~GpuLearner() = default;
 
@@ -554,7 +567,10 @@ void GpuLearner::prepare(int T, int B, int context_T) { impl_->prepare(T, B, con
 
 TrainResult GpuLearner::train_step(const ChunkView& c, double lr) {
   Impl& m = *impl_;
-  MAMBARL_CHECK(c.T >= 1 && c.B >= 1, "train_step: empty chunk (T=" << c.T << ", B=" << c.B << ")");
+  MAMBARL_CHECK(c.T >= 1 && c.B >= 1, "train_step: empty chunk (T="
+                                           << c.T << ", B=" << c.B
+                                           << "); a data-parallel GPU learner replica needs at least one "
+                                              "sequence per minibatch");
   if (m.M == 0) m.prepare(c.T, c.B, c.context_T);
   MAMBARL_CHECK(c.T == m.T && c.B == m.B && c.context_T == m.Tc,
                 "GpuLearner: prepared (and captured) for chunks of T=" << m.T << ", B=" << m.B << " with " << m.Tc

@@ -25,6 +25,18 @@
 // (policy/cuda_graph.hpp), the mixers' buffers included. No device
 // allocation happens after capture.
 //
+// Data-parallel replicas (an Allreduce that sums device memory, e.g. the
+// runner's NCCL transport through the plugin ABI): the update enqueues three
+// sums INSIDE the graph, on the learner's stream: the advantage totals
+// (Σ Â, Σ Â², tokens) before the normalisation, the loss-term totals before
+// the metrics, and the flat gradient before the norm, clip and AdamW. So
+// every replica normalises over, reports and clips the whole minibatch of
+// every replica, and takes the same step; the non-finite checks read global
+// values, so replicas skip together. The order of every sum is fixed (NCCL
+// sums a fixed communicator in a fixed order), so graph == eager still
+// holds; one replica sums as the identity and gives the same bits as no
+// Allreduce at all. Every replica needs at least one sequence (B >= 1).
+//
 // Precision (kernels/precision.hpp): float32 runs every GEMM in f32 (the
 // CPU-parity path). bfloat16 / float16 keep the f32 master weights, moments,
 // scans, norms and loss, and run the GEMMs on 16-bit inputs with f32
@@ -44,6 +56,7 @@
 
 #include "kernels/loss_scale.cuh"
 #include "kernels/precision.hpp"
+#include "policy/allreduce.hpp"
 #include "policy/cpu_learner.hpp"
 #include "policy/gpu_mixer.hpp"
 
@@ -56,7 +69,8 @@ class GpuLearner {
   enum class Launch { graph, eager };
 
   GpuLearner(const PolicyConfig& policy, int obs_dim, const HeadSpec& head, const PpoLossConfig& loss,
-             const AdamWConfig& adam, uint64_t seed, Precision precision = Precision::float32);
+             const AdamWConfig& adam, uint64_t seed, Precision precision = Precision::float32,
+             Allreduce* across = nullptr);
   ~GpuLearner();
   GpuLearner(const GpuLearner&) = delete;
   GpuLearner& operator=(const GpuLearner&) = delete;
@@ -91,7 +105,7 @@ class GpuLearner {
   // Device <-> host copies of the flat f32 buffers (model().layout()).
   std::vector<float> params() const;  // weights out
   void set_params(const float* w, size_t n);  // weights in
-  std::vector<float> grads() const;           // the last update's gradient, BEFORE clipping (f16: unscaled)
+  std::vector<float> grads() const;  // the last update's gradient, summed over replicas, BEFORE clipping (f16: unscaled)
   std::vector<float> exp_avg() const;
   std::vector<float> exp_avg_sq() const;
   long long step_count() const;

@@ -70,6 +70,10 @@ class Replica final : public Allreduce {
   int size() const override { return n_; }
   void sum(double* x, size_t n) override { all_.sum(x, n); }
   void sum_gradient(float* g, size_t n) override { all_.sum(g, n); }
+  // Host memory only: the CPU learner never asks for device sums.
+  bool sums_device_memory() const override { return false; }
+  void sum_device(double*, size_t, void*) override { throw Error("Replica: host memory only"); }
+  void sum_gradient_device(float*, size_t, void*) override { throw Error("Replica: host memory only"); }
 
  private:
   ThreadAllreduce& all_;

@@ -228,20 +228,19 @@ BOOST_AUTO_TEST_CASE(factory_with_wrong_abi_version) {
   BOOST_TEST(r.policy_names().empty());
 }
 
-// Plugins built before the bump to ABI 7 (their train_step reads loss arrays
-// over every step, their actor_create has no first_env) are refused by name,
-// whether the entry point or a factory says so.
+// Plugins built before the bump to ABI 8 (their collective has no device
+// sums) are refused by name, whether the entry point or a factory says so.
 BOOST_AUTO_TEST_CASE(plugins_of_the_previous_abi_are_refused) {
-  BOOST_TEST(MAMBARL_PLUGIN_ABI_VERSION == 7u);
+  BOOST_TEST(MAMBARL_PLUGIN_ABI_VERSION == 8u);
   PluginRegistry r;
-  const std::string built = fake("fake_plugin_abi6");
+  const std::string built = fake("fake_plugin_abi7");
   std::string msg = error_of([&] { r.load(built); });
   CHECK_HAS(msg, built);
-  CHECK_HAS(msg, "built for another ABI version (it refused host ABI version 7)");
-  const std::string factory = fake("fake_plugin_factory_abi6");
+  CHECK_HAS(msg, "built for another ABI version (it refused host ABI version 8)");
+  const std::string factory = fake("fake_plugin_factory_abi7");
   msg = error_of([&] { r.load(factory); });
   CHECK_HAS(msg, factory);
-  CHECK_HAS(msg, "registered a factory with abi_version 6 (expected 7)");
+  CHECK_HAS(msg, "registered a factory with abi_version 7 (expected 8)");
   BOOST_TEST(r.policy_names().empty());
 }
 

@@ -18,6 +18,7 @@
 #include "tools/evaluate.hpp"
 #include "tools/experiment.hpp"
 #include "tools/gae.hpp"
+#include "tools/learner_loop.hpp"
 #include "tools/memory_estimate.hpp"
 #include "tools/metrics_log.hpp"
 #include "tools/policy_session.hpp"
@@ -88,6 +89,35 @@ void expect_config_errors(const BadConfig (&cases)[N], const std::string& name) 
     }
   }
   fs::remove_all(dir);
+}
+
+// GPU learners under several ranks (LearnerLoop's even_shares): every rank
+// gets B / minibatches of its own columns per minibatch, in the shuffled
+// order, each exactly once per epoch; one rank gets the global runs.
+BOOST_AUTO_TEST_CASE(even_shares_give_every_rank_one_minibatch_shape) {
+  const int N = 3, B = 4, minibatches = 2, share = B / minibatches;
+  std::vector<int> order(N * B);
+  for (int i = 0; i < N * B; ++i) order[static_cast<size_t>(i)] = (7 * i + 5) % (N * B);  // a permutation
+  std::vector<int> cols;
+  for (int r = 0; r < N; ++r) {
+    std::vector<int> mine_in_order;  // this rank's columns as the shuffle meets them, local
+    for (const int g : order)
+      if (g >= r * B && g < (r + 1) * B) mine_in_order.push_back(g - r * B);
+    std::vector<int> all;
+    for (int mb = 0; mb < minibatches; ++mb) {
+      even_share_columns(order, r * B, B, minibatches, mb, cols);
+      BOOST_REQUIRE_EQUAL(cols.size(), static_cast<size_t>(share));
+      all.insert(all.end(), cols.begin(), cols.end());
+    }
+    BOOST_CHECK_MESSAGE(all == mine_in_order, "rank " << r << ": not its columns in the shuffled order");
+  }
+  // One rank: minibatch mb is the mb-th run of the shuffle itself.
+  std::vector<int> one(8);
+  for (int i = 0; i < 8; ++i) one[static_cast<size_t>(i)] = (3 * i + 1) % 8;
+  for (int mb = 0; mb < 4; ++mb) {
+    even_share_columns(one, 0, 8, 4, mb, cols);
+    BOOST_CHECK(cols == std::vector<int>(one.begin() + 2 * mb, one.begin() + 2 * mb + 2));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(broken_configs_give_clear_errors) {

@@ -73,6 +73,10 @@ struct RuntimeConfig {
   // step runs (tools/rollout.hpp). auto: on when the actors run on cuda and
   // the envs per actor are even; on needs them even; off: one actor per worker.
   std::string overlap_envs = "auto";
+  // Several ranks with a GPU learner (NCCL): a learner update still running
+  // after this long waits for a rank that died or hangs; the job ends with
+  // an error naming the rank that waited (tools/nccl_collective.hpp).
+  double collective_timeout_s = 300;
 };
 
 struct Experiment {

@@ -42,11 +42,24 @@ UpdateStats run_minibatches(const AlgoConfig& algo, int B, Rng& rng, std::vector
   return st;
 }
 
+void even_share_columns(const std::vector<int>& order, int first, int B, int minibatches, int mb,
+                        std::vector<int>& out) {
+  const int share = B / minibatches, begin = mb * share;
+  out.clear();
+  int seen = 0;  // this rank's columns met so far in the shuffled order
+  for (const int g : order) {
+    if (g < first || g >= first + B) continue;
+    if (seen >= begin && seen < begin + share) out.push_back(g - first);
+    if (++seen == begin + share) break;
+  }
+}
+
 LearnerLoop::LearnerLoop(PolicyHandle& policy, const AlgoConfig& algo, uint64_t seed, int num_workers,
-                         int envs_per_worker, Ranks& ranks)
+                         int envs_per_worker, Ranks& ranks, bool even_shares)
     : policy_(policy),
       algo_(algo),
       ranks_(ranks),
+      even_shares_(even_shares),
       rng_(make_shuffle_rng(seed)),
       scaler_(algo.gamma, num_workers, envs_per_worker) {}
 
@@ -75,8 +88,14 @@ UpdateStats LearnerLoop::learn(Chunk& c, double lr) {
 
   return run_minibatches(algo_, global_B, rng_, order_, [&](const int* global_cols, int) {
     mine_.clear();
-    for (int j = 0; j < Bm; ++j)
-      if (global_cols[j] >= first && global_cols[j] < first + c.B) mine_.push_back(global_cols[j] - first);
+    if (even_shares_) {
+      // run_minibatches hands out runs of order_: the run's index is its offset.
+      const int mb = static_cast<int>((global_cols - order_.data()) / Bm);
+      even_share_columns(order_, first, c.B, algo_.minibatches, mb, mine_);
+    } else {
+      for (int j = 0; j < Bm; ++j)
+        if (global_cols[j] >= first && global_cols[j] < first + c.B) mine_.push_back(global_cols[j] - first);
+    }
     const int* cols = mine_.data();
     const int k = static_cast<int>(mine_.size());  // == Bm in one process
     for (int j = 0; j < k; ++j)

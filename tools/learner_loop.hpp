@@ -40,10 +40,24 @@ UpdateStats run_minibatches(const AlgoConfig& algo, int B, Rng& rng, std::vector
 // rank draws the same shuffle of all N * B columns and trains on its own
 // columns of each minibatch (possibly none), in the shuffled order; the
 // policy's learner sums across the ranks.
+// even_shares (GPU learners under several ranks): each rank instead takes
+// its own columns in the epoch's shuffled order and trains on B / minibatches
+// of them per minibatch. Every minibatch then has one shape on every rank,
+// so each GPU learner captures its update graph (with the NCCL sums in it)
+// once, and all ranks capture and replay together, as NCCL requires; the
+// minibatches are stratified over the ranks (the same in distribution as
+// the global shuffle's, not the same columns). One rank: no difference.
+// even_shares' columns of minibatch mb for the rank owning the global
+// columns [first, first + B): the mb-th run of B / minibatches of them, in
+// the order they have in `order` (the epoch's shuffle of all columns), as
+// local indices into out (cleared first).
+void even_share_columns(const std::vector<int>& order, int first, int B, int minibatches, int mb,
+                        std::vector<int>& out);
+
 class LearnerLoop {
  public:
   LearnerLoop(PolicyHandle& policy, const AlgoConfig& algo, uint64_t seed, int num_workers,
-              int envs_per_worker, Ranks& ranks);
+              int envs_per_worker, Ranks& ranks, bool even_shares = false);
   // Scales the chunk's rewards (if algo.normalize_rewards), computes GAE, and
   // runs epochs × minibatches of train_step.
   UpdateStats learn(Chunk& chunk, double lr);
@@ -54,6 +68,7 @@ class LearnerLoop {
   PolicyHandle& policy_;
   AlgoConfig algo_;
   Ranks& ranks_;
+  bool even_shares_;
   Rng rng_;
   RewardScaler scaler_;
   std::vector<int> order_;  // (N * B) shuffled global columns

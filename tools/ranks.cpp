@@ -53,7 +53,7 @@ const mambarl_collective* Ranks::collective() {
   };
   abi_.last_error = [](void*) -> const char* {
     return "the runner's MPI collective sums host float32 gradients only (a gradient on a CUDA device "
-           "needs a device transport)";
+           "needs the NCCL transport, tools/nccl_collective.hpp)";
   };
   return &abi_;
 }
@@ -86,6 +86,14 @@ std::unique_ptr<Ranks> make_ranks() {
 
 bool built_with_mpi() {
 #if MAMBARL_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool built_with_nccl() {
+#if MAMBARL_HAVE_NCCL
   return true;
 #else
   return false;

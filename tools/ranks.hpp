@@ -83,6 +83,10 @@ std::unique_ptr<Ranks> make_ranks();
 // Whether this build has MPI (CMake found it: MAMBARL_MPI).
 bool built_with_mpi();
 
+// Whether this build has NCCL, the GPU learner's transport under several
+// ranks (CMake found it: MAMBARL_NCCL; tools/nccl_collective.hpp).
+bool built_with_nccl();
+
 // One process alone, whoever launched it.
 std::unique_ptr<Ranks> one_process_ranks();
 

@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <thread>
@@ -33,6 +34,9 @@
 #include "envs/gpu_vec_env.hpp"
 #include "tools/device_learner.hpp"
 #include "tools/device_rollout.hpp"
+#endif
+#if MAMBARL_HAVE_NCCL
+#include "tools/nccl_collective.hpp"
 #endif
 
 namespace mambarl {
@@ -168,6 +172,7 @@ class Run {
   void check_memory(const VecEnv& probe) const;
   bool check_env_backend() const;
   void check_ranks() const;
+  const mambarl_collective* learner_collective();
   void build_gpu_envs();
   Rng& shuffle_rng();
   std::vector<double> reward_scaler_state() const;
@@ -220,6 +225,11 @@ class Run {
   const AlgoConfig& al_;
   const std::unique_ptr<Ranks> own_ranks_;  // one process, when the caller gave no ranks
   Ranks& ranks_;
+#if MAMBARL_HAVE_NCCL
+  // Several ranks with GPU learners: their device sums. Declared before the
+  // policy (in session_), which holds its collective and is destroyed first.
+  std::unique_ptr<NcclCollective> nccl_;
+#endif
 
   std::unique_ptr<PolicySession> session_;
   EnvSpec spec_;
@@ -335,12 +345,24 @@ void Run::build() {
                                                          std::to_string(ranks_.size()) + " ranks"
                                                    : std::string()) +
                                 "), got " + std::to_string(al_.minibatches));
-  create_policy(*session_, exp_, spec_, ranks_.collective());
-  if (ranks_.size() > 1 && session_->device != "cpu")
-    rtn.fail("device", rt_.device + " resolved to " + session_->device + ", but data-parallel ranks (" +
-                           std::to_string(ranks_.size()) +
-                           " under mpirun) reduce on the CPU learner only "
-                           "(set runtime.device: cpu)");
+  // (runtime.device: auto resolving to cuda without NCCL is refused by the
+  // plugin, whose GPU learner needs a collective with device sums.)
+  if (ranks_.size() > 1 && rt_.device == "cuda" && !built_with_nccl())
+    rtn.fail("device", "cuda under " + std::to_string(ranks_.size()) +
+                           " data-parallel ranks (mpirun) needs NCCL, which the GPU learners sum through, and "
+                           "this build of mambarl has none: install NCCL (the CUDA toolkit's, or libnccl-dev) "
+                           "and reconfigure with -DMAMBARL_NCCL=ON, or set runtime.device: cpu");
+  create_policy(*session_, exp_, spec_, learner_collective());
+  if (ranks_.size() > 1) {
+    // Every rank's learner must sum through the same transport: on one
+    // device for all, never CPU here and GPU there.
+    const bool gpu = session_->device != "cpu";
+    if (ranks_.any(gpu) && ranks_.any(!gpu))
+      rtn.fail("device", rt_.device + " resolved to " + session_->device + " on rank " +
+                             std::to_string(ranks_.rank()) +
+                             " but not on every rank: data-parallel ranks need one device kind for all "
+                             "(set runtime.device: cpu, or give every rank a usable GPU)");
+  }
   if (gpu_envs_ && session_->device != "cuda") {
     // runtime.device auto on a machine it cannot use: the CPU envs go with the CPU policy.
     if (rt_.device != "auto")
@@ -356,7 +378,9 @@ void Run::build() {
     log_ << "building " << num_envs_ << " " << spec_.id << " envs (env.num_envs)..." << std::endl;
   if (gpu_envs_) build_gpu_envs();
   // GPU envs have no host lanes to overlap: the whole chunk is one graph.
-  lanes_ = !gpu_envs_ && overlap_envs(rt_, rtn, session_->device, Bk_) ? 2 : 1;
+  // Ranks neither (check_ranks refuses `on`; auto, which GPU actors would
+  // turn on, stays off): a rank's envs are one slice of the one-process run's.
+  lanes_ = !gpu_envs_ && ranks_.size() == 1 && overlap_envs(rt_, rtn, session_->device, Bk_) ? 2 : 1;
   // A rank's envs are the global envs [first_env, first_env + Bk_) of the
   // one-process run (sync: one actor), seeded and sampled as they are there.
   const uint64_t first_env = static_cast<uint64_t>(ranks_.rank()) * static_cast<uint64_t>(Bk_);
@@ -377,7 +401,8 @@ void Run::build() {
   }
   if (!gpu_envs_)
     learner_ =
-        std::make_unique<LearnerLoop>(*session_->policy, al_, derive_seed(rt_.seed, 7), K_, Bk_, ranks_);
+        std::make_unique<LearnerLoop>(*session_->policy, al_, derive_seed(rt_.seed, 7), K_, Bk_, ranks_,
+                                      /*even_shares=*/ranks_.size() > 1 && session_->device == "cuda");
   if (ranks_.is_root())
     write_file_atomically((fs::path(rt_.out_dir) / "config.yaml").string(), resolved_yaml() + "\n");
 }
@@ -402,6 +427,21 @@ void Run::check_ranks() const {
   if (num_envs_ % n != 0)
     env.fail("num_envs", std::to_string(num_envs_) + " is not divisible by the " + std::to_string(n) +
                              " ranks (mpirun -np " + std::to_string(n) + ")");
+}
+
+// The collective the learner sums through: none for one process; under
+// several ranks NCCL when the learner may run on a GPU (runtime.device cuda
+// or auto, a build with NCCL, a GPU on every rank), joined before the policy
+// is created so that its engines run on this rank's GPU; otherwise the
+// ranks' host sums (MPI).
+const mambarl_collective* Run::learner_collective() {
+#if MAMBARL_HAVE_NCCL
+  if (ranks_.size() > 1 && rt_.device != "cpu" && !ranks_.any(!this_process_sees_a_gpu())) {
+    nccl_ = std::make_unique<NcclCollective>(ranks_, rank_gpu(), rt_.collective_timeout_s);
+    return nccl_->collective();
+  }
+#endif
+  return ranks_.collective();
 }
 
 // env.backend: cuda asks for GPU-resident envs. Everything it needs from the
@@ -756,6 +796,11 @@ void Run::after_update(const Chunk& c, const UpdateStats& st, double lr, long lo
 void Run::learn_on(Chunk& chunk, long long lag) {
   const Clock::time_point learn_start = Clock::now();
   const double lr = lr_now();
+#if MAMBARL_HAVE_NCCL
+  // Its NCCL sums would wait forever for a rank that died or hangs.
+  std::optional<NcclCollective::Watch> watch;
+  if (nccl_) watch.emplace(*nccl_, "the learner update");
+#endif
 #if MAMBARL_HAVE_CUDA
   const UpdateStats st = gpu_envs_ ? gpu_learner_->learn(gpu_rollout_->chunk(), gpu_rollout_->stream(), lr)
                                    : learner_->learn(chunk, lr);
