@@ -33,8 +33,16 @@ const std::string& metadata_of(const SafetensorsFile& f, const std::string& key,
 }
 
 // The file's policy_config must be `policy`'s, or the weights mean something else.
+// It is read back through the schema first, so a key added since the file was
+// written (policy.start_embedding) takes its default instead of differing.
 void check_policy_config(const SafetensorsFile& f, const PolicyConfig& policy, const std::string& path) {
-  const std::string& theirs = metadata_of(f, "policy_config", path);
+  const std::string& stored = metadata_of(f, "policy_config", path);
+  std::string theirs = stored;
+  try {
+    theirs = emit(PolicyConfig::from_yaml(ConfigNode(YAML::Load(stored), path, "policy")).to_yaml());
+  } catch (const std::exception&) {
+    // Not a config this build reads: compared as stored, and reported below.
+  }
   const std::string mine = emit(policy.to_yaml());
   MAMBARL_CHECK(theirs == mine, path << ": checkpoint was written by a different policy config:\n"
                                      << theirs << "\nthis run's policy:\n"

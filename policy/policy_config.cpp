@@ -71,6 +71,8 @@ const Schema<P>& shared_schema() {
     number("d_model", &P::d_model, 1, 8192, "D: width of the residual stream"),
     number("n_layers", &P::n_layers, 0, 64, "mixer blocks between the input projection and the heads"),
     value("log_std_init", &P::log_std_init, "initial log standard deviation of Gaussian action heads"),
+    value("start_embedding", &P::start_embedding,
+          "add a learned vector to the input at each episode's first step (policy/MATH.md \"Episode-start embedding\")"),
   });
   return s;
 }
@@ -135,6 +137,7 @@ std::unique_ptr<ActorCritic<S>> make_actor_critic(const PolicyConfig& cfg, int o
   spec.d_model = cfg.d_model;
   spec.n_layers = cfg.n_layers;
   spec.log_std_init = cfg.log_std_init;
+  spec.start_embedding = cfg.start_embedding;
   // mamba_ssm rescales each residual out_proj by 1/sqrt(n_layers) at init.
   const double residual_scale = cfg.n_layers > 0 ? 1.0 / std::sqrt(static_cast<double>(cfg.n_layers)) : 1.0;
   typename ActorCritic<S>::MixerFactory factory;

@@ -25,6 +25,7 @@ struct PolicyConfig {
   int d_model = 64;
   int n_layers = 2;
   double log_std_init = 0.0;    // Gaussian heads only
+  bool start_embedding = false; // ActorCriticSpec::start_embedding
   Mamba1Config mamba1;
   Mamba3Config mamba3;
   MlpConfig mlp;

@@ -132,7 +132,7 @@ BOOST_AUTO_TEST_CASE(unknown_keys_of_typed_sections_name_the_known_ones) {
     mambarl::PolicyConfig::from_yaml(section_of("env: {type: cartpole}\npolicy: {type: mamba3, d_conv: 4}\n", {}, "policy"));
   });
   BOOST_TEST(m3.rfind("x.yaml:2:24: policy.d_conv: unknown key (known: type, d_model, n_layers, log_std_init, "
-                      "d_state, expand, headdim, ngroups, rope_fraction, a_floor, is_outproj_norm, dt_min, dt_max)",
+                      "start_embedding, d_state, expand, headdim, ngroups, rope_fraction, a_floor, is_outproj_norm, dt_min, dt_max)",
                       0) == 0u,
              m3);
   const std::string tmaze = error_of([] {
@@ -199,10 +199,10 @@ BOOST_AUTO_TEST_CASE(resolved_policy_sections_read_back_to_themselves) {
     YAML::Emitter b;
     b << again.to_yaml();
     BOOST_TEST(std::string(a.c_str()) == std::string(b.c_str()));
-    size_t own = 0;  // the type's keys beside the 4 shared ones
+    size_t own = 0;  // the type's keys beside the 5 shared ones
     for (const mambarl::TypeKeys& t : mambarl::policy_config_section().types)
       if (t.types == type) own = t.keys.size();
-    BOOST_TEST(first.to_yaml().size() == 4 + own, type);
+    BOOST_TEST(first.to_yaml().size() == 5 + own, type);
   }
   // Mamba-1's dt_rank 0 stands for ceil(d_model / 16): written back as that.
   const mambarl::PolicyConfig m1 = mambarl::PolicyConfig::from_yaml(

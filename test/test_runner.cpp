@@ -301,7 +301,7 @@ BOOST_AUTO_TEST_CASE(switching_the_type_by_override_says_how_to_drop_the_old_key
   BOOST_TEST(
       refused({"policy.type=gru"}) ==
       path +
-          ":2:49: policy.d_state: unknown key (known: type, d_model, n_layers, log_std_init); "
+          ":2:49: policy.d_state: unknown key (known: type, d_model, n_layers, log_std_init, start_embedding); "
           "policy.type was switched from mamba1 by the override 'policy.type=gru': d_state, expand are not "
           "gru keys; drop them with ~policy.d_state ~policy.expand");
   const std::string env_hint = refused({"env.type=cartpole"});
