@@ -361,7 +361,9 @@ BOOST_AUTO_TEST_CASE(device_weights_equal_host_weights) {
 }
 
 // reset(mask) zeroes one env's state and nothing else; an episode_start flag
-// touches only its env too, and equals reset() followed by a plain step.
+// touches only its env too, and equals reset() followed by a plain step (with
+// the start embedding on: by a flagged step, since the embedding belongs to
+// an episode's first step and reset() only clears the state).
 BOOST_AUTO_TEST_CASE(reset_of_one_env_leaves_the_others_untouched) {
   require_gpu();
   const int B = 9, victim = 3;
@@ -400,6 +402,7 @@ BOOST_AUTO_TEST_CASE(reset_of_one_env_leaves_the_others_untouched) {
       io.draw(rng, 1, 0.0);
       StepIO fl = io, pl = io, ms = io;
       fl.starts[victim] = 1;
+      if (ap.model->spec().start_embedding) ms.starts[victim] = 1;
       fl.act(flagged);
       pl.act(plain);
       ms.act(masked);
