@@ -81,10 +81,11 @@ void ActorCritic<S>::forward(const S* params, const Mat<S>& obs, const uint8_t* 
   c.obs = obs;
   c.h[0].resize(obs.rows(), spec_.d_model);
   linear_forward(obs, P.mat(obs_w_), P.ptr(obs_b_), c.h[0]);
-  if (start_embed_ >= 0)
+  if (start_embed_ >= 0) {
     for (Eigen::Index r = 0; r < obs.rows(); ++r)
       if (starts[r]) c.h[0].row(r) += P.vec(start_embed_).transpose();
-  c.starts.assign(starts, starts + obs.rows());
+    c.starts.assign(starts, starts + obs.rows());  // for backward(); not needed without the embedding
+  }
   for (int l = 0; l < spec_.n_layers; ++l) {
     const size_t i = static_cast<size_t>(l);
     rmsnorm_forward(c.h[i], P.ptr(norm_w_[i]), c.normed[i], c.rstd[i]);

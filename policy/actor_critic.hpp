@@ -62,7 +62,7 @@ class ActorCritic {
     Mat<S> f;                    // (T*B, D) final norm output
     Vec<S> rstd_f;               // (T*B)
     Mat<S> obs;                  // (T*B, obs_dim) copy of the input, for dW_obs
-    std::vector<uint8_t> starts; // (T*B) copy of the episode starts, for de_start
+    std::vector<uint8_t> starts; // (T*B) copy of the episode starts, for de_start (start embedding only)
     // backward scratch
     Mat<S> dh, dn, dmix;         // (T*B, D)
   };
