@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "policy/safetensors.hpp"
 #include "test/process_util.hpp"
@@ -232,42 +233,76 @@ BOOST_AUTO_TEST_CASE(configs_the_ranks_cannot_run_are_refused) {
 
 namespace {
 
-// Whether process `pid` is rank `rank` of the training run of `dir`'s config:
-// its command line names the config and its launcher environment the rank.
-bool is_training_rank(pid_t pid, const fs::path& dir, int rank) {
+// Which rank of the training run on `dir`'s config process `pid` is (its
+// command line names the config, its launcher environment the rank), or -1
+// when it is none of them.
+int rank_of(pid_t pid, const fs::path& dir) {
   const fs::path proc = fs::path("/proc") / std::to_string(pid);
   std::string cmdline = read_text((proc / "cmdline").string());
   std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+  if (cmdline.rfind(MAMBARL_TEST_BIN, 0) != 0 || cmdline.find((dir / "run.yaml").string()) == std::string::npos)
+    return -1;
   // NUL-separated NAME=value entries; one NUL in front makes every entry start after one.
   const std::string environ = std::string(1, '\0') + read_text((proc / "environ").string());
-  const std::string entry = std::string(1, '\0') + "OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0';
-  return cmdline.rfind(MAMBARL_TEST_BIN, 0) == 0 && cmdline.find((dir / "run.yaml").string()) != std::string::npos &&
-         environ.find(entry) != std::string::npos;
+  const std::string name = std::string(1, '\0') + "OMPI_COMM_WORLD_RANK=";
+  const size_t at = environ.find(name);
+  return at == std::string::npos ? -1 : std::atoi(environ.c_str() + at + name.size());
 }
 
-// The pid of rank `rank` of the job training on `dir`'s config, once
-// training has begun (its first checkpoint is on disk); -1 if not within 120 s.
-pid_t training_rank(const fs::path& dir, int rank) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (!fs::exists(dir / "out" / "checkpoint.safetensors")) continue;
-    for (const auto& e : fs::directory_iterator("/proc")) {
-      const std::string name = e.path().filename().string();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      const auto pid = static_cast<pid_t>(std::stol(name));
-      if (is_training_rank(pid, dir, rank)) return pid;
-    }
+// The live processes of the training run on `dir`'s config, by rank.
+std::map<int, pid_t> training_ranks(const fs::path& dir) {
+  std::map<int, pid_t> ranks;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto pid = static_cast<pid_t>(std::stol(name));
+    if (const int r = rank_of(pid, dir); r >= 0) ranks[r] = pid;
   }
-  return -1;
+  return ranks;
 }
 
-// A long run of `dir`'s config by 2 ranks, checkpointing every 2 updates.
-pid_t start_long_run(const fs::path& dir, const std::string& log, const std::vector<std::string>& args = {}) {
-  std::vector<std::string> all = {"algo.total_env_steps=100000000", "runtime.checkpoint_every=2"};
-  all.insert(all.end(), args.begin(), args.end());
-  return spawn(train_argv(dir, 2, "out", all), {}, log);
-}
+// A long run of `dir`'s config by 2 ranks (checkpointing every 2 updates)
+// that leaves nothing behind however the test case ends: mpirun reaped and
+// every rank killed, a stopped one too (SIGKILL needs no SIGCONT), and those
+// a killed mpirun left orphaned.
+class LongRun {
+ public:
+  LongRun(const fs::path& dir, const std::string& log, const std::vector<std::string>& args = {}) : dir_(dir) {
+    std::vector<std::string> all = {"algo.total_env_steps=100000000", "runtime.checkpoint_every=2"};
+    all.insert(all.end(), args.begin(), args.end());
+    mpirun_ = spawn(train_argv(dir, 2, "out", all), {}, log);
+    BOOST_REQUIRE_GT(mpirun_, 0);
+  }
+  ~LongRun() {
+    if (!status_) kill_and_reap(mpirun_);
+    for (const auto& [rank, pid] : training_ranks(dir_)) ::kill(pid, SIGKILL);
+  }
+  LongRun(const LongRun&) = delete;
+  LongRun& operator=(const LongRun&) = delete;
+
+  // The pid of rank `rank` once training has begun (the first checkpoint is
+  // on disk), or -1 if it has not within 120 s.
+  pid_t rank(int rank) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (!fs::exists(dir_ / "out" / "checkpoint.safetensors")) continue;
+      const auto ranks = training_ranks(dir_);
+      if (const auto it = ranks.find(rank); it != ranks.end()) return it->second;
+    }
+    return -1;
+  }
+  // mpirun's wait status once it has ended, or nullopt while it still runs after `limit`.
+  std::optional<int> wait(std::chrono::duration<double> limit) {
+    if (!status_) status_ = wait_for(mpirun_, limit);
+    return status_;
+  }
+
+ private:
+  fs::path dir_;
+  pid_t mpirun_ = -1;
+  std::optional<int> status_;
+};
 
 }  // namespace
 
@@ -277,14 +312,11 @@ pid_t start_long_run(const fs::path& dir, const std::string& log, const std::vec
 BOOST_AUTO_TEST_CASE(a_killed_rank_ends_the_job_naming_it) {
   const fs::path dir = scratch("killed");
   const std::string log = (dir / "killed.log").string();
-  const pid_t mpirun = start_long_run(dir, log);
-  BOOST_REQUIRE_GT(mpirun, 0);
-  const pid_t rank1 = training_rank(dir, 1);
-  if (rank1 < 0) kill_and_reap(mpirun);
+  LongRun run(dir, log);
+  const pid_t rank1 = run.rank(1);
   BOOST_REQUIRE_MESSAGE(rank1 > 0, "rank 1 not found training:\n" << read_text(log));
   ::kill(rank1, SIGKILL);
-  const std::optional<int> status = wait_for(mpirun, std::chrono::seconds(60));
-  if (!status) kill_and_reap(mpirun);
+  const std::optional<int> status = run.wait(std::chrono::seconds(60));
   BOOST_REQUIRE_MESSAGE(status, "mpirun still running 60 s after rank 1 was killed:\n" << read_text(log));
   BOOST_TEST(!(WIFEXITED(*status) && WEXITSTATUS(*status) == 0));
   const std::string out = read_text(log);
@@ -302,28 +334,16 @@ BOOST_AUTO_TEST_CASE(a_hung_rank_ends_the_job_after_the_collective_timeout) {
   constexpr int kTimeoutS = 3;
   const fs::path dir = scratch("hung");
   const std::string log = (dir / "hung.log").string();
-  const pid_t mpirun = start_long_run(dir, log, {"runtime.collective_timeout_s=" + std::to_string(kTimeoutS)});
-  BOOST_REQUIRE_GT(mpirun, 0);
-  const pid_t rank1 = training_rank(dir, 1);
-  if (rank1 < 0) kill_and_reap(mpirun);
+  LongRun run(dir, log, {"runtime.collective_timeout_s=" + std::to_string(kTimeoutS)});
+  const pid_t rank1 = run.rank(1);
   BOOST_REQUIRE_MESSAGE(rank1 > 0, "rank 1 not found training:\n" << read_text(log));
-  // Whatever happens below, the stopped rank does not outlive the test (if
-  // it is still that process: its pid is not ours to reap).
-  struct Release {
-    pid_t pid;
-    const fs::path& dir;
-    ~Release() {
-      if (is_training_rank(pid, dir, 1)) ::kill(pid, SIGKILL);  // SIGKILL ends a stopped process too
-    }
-  } release{rank1, dir};
   BOOST_REQUIRE_EQUAL(::kill(rank1, SIGSTOP), 0);
   const auto stopped = std::chrono::steady_clock::now();
   // The job was still training when rank 1 stopped (nothing else ends it).
-  BOOST_REQUIRE_MESSAGE(!wait_for(mpirun, std::chrono::seconds(0)), "the job ended before rank 1 stopped:\n"
-                                                                       << read_text(log));
-  const std::optional<int> status = wait_for(mpirun, std::chrono::seconds(60));
+  BOOST_REQUIRE_MESSAGE(!run.wait(std::chrono::seconds(0)), "the job ended before rank 1 stopped:\n"
+                                                                << read_text(log));
+  const std::optional<int> status = run.wait(std::chrono::seconds(60));
   const double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
-  if (!status) kill_and_reap(mpirun);
   BOOST_REQUIRE_MESSAGE(status, "mpirun still running 60 s after rank 1 stopped:\n" << read_text(log));
   BOOST_TEST(!(WIFEXITED(*status) && WEXITSTATUS(*status) == 0));
   BOOST_TEST(waited_s >= kTimeoutS);  // the timeout ended it, not something sooner
