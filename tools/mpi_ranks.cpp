@@ -26,7 +26,15 @@ class MpiRanks final : public Ranks {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
   }
-  ~MpiRanks() override { MPI_Finalize(); }
+  ~MpiRanks() override {
+    // MPI_Finalize waits for every rank, without bound: meet them first
+    // under the collective timeout, so a rank that hangs at the very end
+    // ends the job too.
+    MPI_Request r = MPI_REQUEST_NULL;
+    MPI_Ibarrier(MPI_COMM_WORLD, &r);
+    wait(r, "the end of the job");
+    MPI_Finalize();
+  }
   MpiRanks(const MpiRanks&) = delete;
   MpiRanks& operator=(const MpiRanks&) = delete;
 
