@@ -2,8 +2,8 @@
 // train` of a small CPU config trains as one process on the same total envs
 // does (the two halves equal the whole: metrics and final weights to ~1e-6),
 // resumes bit for bit with the same rank count and refuses another, refuses
-// configs the ranks cannot run, and a rank killed mid-run ends the job with
-// an error naming it, leaving the last checkpoint whole. Every run is a child
+// configs the ranks cannot run, and a rank killed or stopped mid-run ends the
+// job with an error naming a rank, leaving the last checkpoint whole. Every run is a child
 // process (test/process_util.hpp); registered only where CMake found MPI.
 #define BOOST_TEST_MODULE mpi
 #include <boost/test/unit_test.hpp>
@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "policy/safetensors.hpp"
 #include "test/process_util.hpp"
@@ -230,44 +231,127 @@ BOOST_AUTO_TEST_CASE(configs_the_ranks_cannot_run_are_refused) {
   }
 }
 
+namespace {
+
+// Which rank of the training run on `dir`'s config process `pid` is (its
+// command line names the config, its launcher environment the rank), or -1
+// when it is none of them.
+int rank_of(pid_t pid, const fs::path& dir) {
+  const fs::path proc = fs::path("/proc") / std::to_string(pid);
+  std::string cmdline = read_text((proc / "cmdline").string());
+  std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+  if (cmdline.rfind(MAMBARL_TEST_BIN, 0) != 0 || cmdline.find((dir / "run.yaml").string()) == std::string::npos)
+    return -1;
+  // NUL-separated NAME=value entries; one NUL in front makes every entry start after one.
+  const std::string environ = std::string(1, '\0') + read_text((proc / "environ").string());
+  const std::string name = std::string(1, '\0') + "OMPI_COMM_WORLD_RANK=";
+  const size_t at = environ.find(name);
+  return at == std::string::npos ? -1 : std::atoi(environ.c_str() + at + name.size());
+}
+
+// The live processes of the training run on `dir`'s config, by rank.
+std::map<int, pid_t> training_ranks(const fs::path& dir) {
+  std::map<int, pid_t> ranks;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto pid = static_cast<pid_t>(std::stol(name));
+    if (const int r = rank_of(pid, dir); r >= 0) ranks[r] = pid;
+  }
+  return ranks;
+}
+
+// A long run of `dir`'s config by 2 ranks (checkpointing every 2 updates)
+// that leaves nothing behind however the test case ends: mpirun reaped and
+// every rank killed, a stopped one too (SIGKILL needs no SIGCONT), and those
+// a killed mpirun left orphaned.
+class LongRun {
+ public:
+  LongRun(const fs::path& dir, const std::string& log, const std::vector<std::string>& args = {}) : dir_(dir) {
+    std::vector<std::string> all = {"algo.total_env_steps=100000000", "runtime.checkpoint_every=2"};
+    all.insert(all.end(), args.begin(), args.end());
+    mpirun_ = spawn(train_argv(dir, 2, "out", all), {}, log);
+    BOOST_REQUIRE_GT(mpirun_, 0);
+  }
+  ~LongRun() {
+    if (!status_) kill_and_reap(mpirun_);
+    for (const auto& [rank, pid] : training_ranks(dir_)) ::kill(pid, SIGKILL);
+  }
+  LongRun(const LongRun&) = delete;
+  LongRun& operator=(const LongRun&) = delete;
+
+  // The pid of rank `rank` once training has begun (the first checkpoint is
+  // on disk), or -1 if it has not within 120 s.
+  pid_t rank(int rank) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (!fs::exists(dir_ / "out" / "checkpoint.safetensors")) continue;
+      const auto ranks = training_ranks(dir_);
+      if (const auto it = ranks.find(rank); it != ranks.end()) return it->second;
+    }
+    return -1;
+  }
+  // mpirun's wait status once it has ended, or nullopt while it still runs after `limit`.
+  std::optional<int> wait(std::chrono::duration<double> limit) {
+    if (!status_) status_ = wait_for(mpirun_, limit);
+    return status_;
+  }
+
+ private:
+  fs::path dir_;
+  pid_t mpirun_ = -1;
+  std::optional<int> status_;
+};
+
+}  // namespace
+
 // A rank that dies (SIGKILL from outside: nothing in mambarl can catch it)
 // ends the whole job, mpirun naming the rank, and the checkpoint on disk
 // (written by rank 0 atomically) reads back whole.
 BOOST_AUTO_TEST_CASE(a_killed_rank_ends_the_job_naming_it) {
   const fs::path dir = scratch("killed");
   const std::string log = (dir / "killed.log").string();
-  const pid_t mpirun = spawn(
-      train_argv(dir, 2, "out", {"algo.total_env_steps=100000000", "runtime.checkpoint_every=2"}), {}, log);
-  BOOST_REQUIRE_GT(mpirun, 0);
-  // Rank 1: the process whose command line names this test's config and
-  // whose launcher environment says rank 1; found once training has begun.
-  const std::string config = (dir / "run.yaml").string();
-  pid_t rank1 = -1;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (rank1 < 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (!fs::exists(dir / "out" / "checkpoint.safetensors")) continue;
-    for (const auto& e : fs::directory_iterator("/proc")) {
-      const std::string name = e.path().filename().string();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::string cmdline = read_text((e.path() / "cmdline").string());
-      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-      // NUL-separated NAME=value entries; one NUL in front makes every entry start after one.
-      const std::string environ = std::string(1, '\0') + read_text((e.path() / "environ").string());
-      if (cmdline.rfind(MAMBARL_TEST_BIN, 0) == 0 && cmdline.find(config) != std::string::npos &&
-          environ.find(std::string("\0OMPI_COMM_WORLD_RANK=1\0", 24)) != std::string::npos)
-        rank1 = static_cast<pid_t>(std::stol(name));
-    }
-  }
-  if (rank1 < 0) kill_and_reap(mpirun);
+  LongRun run(dir, log);
+  const pid_t rank1 = run.rank(1);
   BOOST_REQUIRE_MESSAGE(rank1 > 0, "rank 1 not found training:\n" << read_text(log));
   ::kill(rank1, SIGKILL);
-  const std::optional<int> status = wait_for(mpirun, std::chrono::seconds(60));
-  if (!status) kill_and_reap(mpirun);
+  const std::optional<int> status = run.wait(std::chrono::seconds(60));
   BOOST_REQUIRE_MESSAGE(status, "mpirun still running 60 s after rank 1 was killed:\n" << read_text(log));
   BOOST_TEST(!(WIFEXITED(*status) && WEXITSTATUS(*status) == 0));
   const std::string out = read_text(log);
   BOOST_TEST(out.find("process rank 1") != std::string::npos, out);
+  const auto ck =
+      mambarl::read_safetensors((dir / "out" / "checkpoint.safetensors").string());  // throws if torn
+  BOOST_TEST(ck.metadata.at("runner.ranks") == "2");
+}
+
+// A rank that hangs (SIGSTOP: alive, silent, failing nothing MPI could see)
+// leaves rank 0 waiting in its next collective; after
+// runtime.collective_timeout_s rank 0 names itself, the key and the work it
+// waited in, and ends the job (MPI_Abort), and the checkpoint reads back whole.
+BOOST_AUTO_TEST_CASE(a_hung_rank_ends_the_job_after_the_collective_timeout) {
+  constexpr int kTimeoutS = 3;
+  const fs::path dir = scratch("hung");
+  const std::string log = (dir / "hung.log").string();
+  LongRun run(dir, log, {"runtime.collective_timeout_s=" + std::to_string(kTimeoutS)});
+  const pid_t rank1 = run.rank(1);
+  BOOST_REQUIRE_MESSAGE(rank1 > 0, "rank 1 not found training:\n" << read_text(log));
+  BOOST_REQUIRE_EQUAL(::kill(rank1, SIGSTOP), 0);
+  const auto stopped = std::chrono::steady_clock::now();
+  // The job was still training when rank 1 stopped (nothing else ends it).
+  BOOST_REQUIRE_MESSAGE(!run.wait(std::chrono::seconds(0)), "the job ended before rank 1 stopped:\n"
+                                                                << read_text(log));
+  const std::optional<int> status = run.wait(std::chrono::seconds(60));
+  const double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+  BOOST_REQUIRE_MESSAGE(status, "mpirun still running 60 s after rank 1 stopped:\n" << read_text(log));
+  BOOST_TEST(!(WIFEXITED(*status) && WEXITSTATUS(*status) == 0));
+  BOOST_TEST(waited_s >= kTimeoutS);  // the timeout ended it, not something sooner
+  const std::string out = read_text(log);
+  for (const std::string& part :
+       {"error on rank 0 of 2: spent more than " + std::to_string(kTimeoutS) + " s (runtime.collective_timeout_s) in ",
+        std::string("one of them died or hangs")})
+    BOOST_TEST(out.find(part) != std::string::npos, "the output lacks '" << part << "':\n" << out);
   const auto ck =
       mambarl::read_safetensors((dir / "out" / "checkpoint.safetensors").string());  // throws if torn
   BOOST_TEST(ck.metadata.at("runner.ranks") == "2");

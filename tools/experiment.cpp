@@ -60,7 +60,7 @@ const Schema<RuntimeConfig>& runtime_schema() {
     number("return_window", &R::return_window, 1, 1 << 20, "episodes averaged in mean_return"),
     number("actor_stall_s", &R::actor_stall_s, 0.01, 1e6, "async mode: an actor busy on one chunk this long stops the run, named"),
     number("stop_after_updates", &R::stop_after_updates, 0LL, 1LL << 50, "> 0: checkpoint and exit after this many updates (continue with --resume); 0: no limit"),
-    number("collective_timeout_s", &R::collective_timeout_s, 0.1, 1e6, "several ranks on GPUs (NCCL): an update whose sums wait longer than this ends the job, naming the rank"),
+    number("collective_timeout_s", &R::collective_timeout_s, 0.1, 1e6, "several ranks (mpirun): a rank that waits longer than this for the others (in an MPI collective, or an update's NCCL sums) ends the job, naming itself"),
     choice("overlap_envs", &R::overlap_envs, {"auto", "on", "off"}, "step half of an actor's envs on the CPU while the other half's actor step runs; auto: on with cuda actors and an even env count"),
   });
   return s;

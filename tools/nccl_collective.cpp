@@ -11,18 +11,18 @@
 #include <exception>
 #include <iostream>
 #include <mutex>
-#include <sstream>
 #include <thread>
 #include <utility>
 
 #include "kernels/check.hpp"
 #include "kernels/cuda_check.cuh"
+#include "tools/collective_timeout.hpp"
 
 namespace mambarl {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = CollectiveTimeout::Clock;
 
 // How often the watchdog looks: a fraction of any sensible timeout, and rare
 // enough to cost nothing (one ncclCommGetAsyncError call).
@@ -38,7 +38,7 @@ void check_nccl(ncclResult_t r, const char* call, ncclComm_t comm) {
 
 struct NcclCollective::Impl {
   Ranks& ranks;
-  double timeout_s;
+  CollectiveTimeout timeout;
   OnFailure on_failure;
   ncclComm_t comm = nullptr;
   bool aborted = false;  // by the watchdog: never destroyed then
@@ -53,7 +53,7 @@ struct NcclCollective::Impl {
   Clock::time_point watched_since;
   std::thread watchdog;
 
-  Impl(Ranks& r, double t, OnFailure f) : ranks(r), timeout_s(t), on_failure(std::move(f)) {}
+  Impl(Ranks& r, double t, OnFailure f) : ranks(r), timeout(t), on_failure(std::move(f)) {}
 
   // Enqueues an in-place sum of n elements on `stream` (a cudaStream_t).
   void all_reduce(void* data, int64_t n, ncclDataType_t type, void* stream) {
@@ -71,9 +71,7 @@ struct NcclCollective::Impl {
   void fail(const std::string& why) {
     (void)ncclCommAbort(comm);
     aborted = true;
-    std::ostringstream error;
-    error << "error on rank " << ranks.rank() << " of " << ranks.size() << ": " << why;
-    on_failure(error.str());
+    on_failure(error_on_rank(ranks, why));
   }
 
   // Why the watchdog must act now, or "" while all is well.
@@ -84,12 +82,7 @@ struct NcclCollective::Impl {
     if (async != ncclSuccess && async != ncclInProgress)
       return std::string("NCCL reported an asynchronous error in the learner's sums: ") +
              ncclGetErrorString(async) + " (" + ncclGetLastError(comm) + ")";
-    if (watched && std::chrono::duration<double>(Clock::now() - watched_since).count() > timeout_s) {
-      std::ostringstream why;
-      why << watched << " did not finish within " << timeout_s
-          << " s (runtime.collective_timeout_s): its NCCL sums wait for a rank that died or hangs";
-      return why.str();
-    }
+    if (watched && timeout.passed(watched_since, Clock::now())) return timeout.why(watched, "NCCL");
     return "";
   }
 
@@ -128,7 +121,6 @@ void NcclCollective::end_this_process(const std::string& error) {
 NcclCollective::NcclCollective(Ranks& ranks, int device, double timeout_s, OnFailure on_failure)
     : impl_(std::make_unique<Impl>(ranks, timeout_s, std::move(on_failure))) {
   Impl& m = *impl_;
-  MAMBARL_CHECK(timeout_s > 0, "NcclCollective: timeout " << timeout_s << " s must be positive");
   MAMBARL_CUDA_CHECK(cudaSetDevice(device));
   // Rank 0's id reaches every rank through the ranks' own transport (MPI).
   ncclUniqueId id{};
@@ -137,7 +129,7 @@ NcclCollective::NcclCollective(Ranks& ranks, int device, double timeout_s, OnFai
     check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId", nullptr);
     mine.assign(reinterpret_cast<const uint8_t*>(&id), reinterpret_cast<const uint8_t*>(&id) + sizeof(id));
   }
-  const std::vector<std::vector<uint8_t>> all = ranks.all_gather(mine);
+  const std::vector<std::vector<uint8_t>> all = ranks.all_gather(mine, "sending rank 0's NCCL id");
   MAMBARL_CHECK(!all.empty() && all[0].size() == sizeof(id),
                 "NcclCollective: rank 0 sent a unique id of " << (all.empty() ? 0 : all[0].size())
                                                               << " bytes, expected " << sizeof(id));
@@ -148,7 +140,7 @@ NcclCollective::NcclCollective(Ranks& ranks, int device, double timeout_s, OnFai
   m.abi.size = ranks.size();
   m.abi.ctx = &m;
   m.abi.sum_f64 = [](void* ctx, double* data, int64_t n) {
-    return Impl::guarded(ctx, [&](Impl& self) { self.ranks.sum(data, static_cast<size_t>(n)); });
+    return Impl::guarded(ctx, [&](Impl& self) { self.ranks.sum(data, static_cast<size_t>(n), kLearnerTotals); });
   };
   m.abi.sum_gradient = [](void* ctx, mambarl_tensor g, void* stream) {
     return Impl::guarded(ctx, [&](Impl& self) {
@@ -157,7 +149,7 @@ NcclCollective::NcclCollective(Ranks& ranks, int device, double timeout_s, OnFai
       if (g.device == MAMBARL_DEVICE_CUDA)
         self.all_reduce(g.data, g.shape[0], ncclFloat32, stream);
       else  // a CPU learner (runtime.device resolved to cpu) sums on the host
-        self.ranks.sum(static_cast<float*>(g.data), static_cast<size_t>(g.shape[0]));
+        self.ranks.sum(static_cast<float*>(g.data), static_cast<size_t>(g.shape[0]), kGradientSum);
     });
   };
   m.abi.sum_f64_device = [](void* ctx, double* data, int64_t n, void* stream) {

@@ -18,10 +18,14 @@ class OneProcess final : public Ranks {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void sum(double*, size_t) override {}
-  void sum(float*, size_t) override {}
-  std::vector<std::vector<uint8_t>> all_gather(const std::vector<uint8_t>& mine) override { return {mine}; }
-  std::vector<std::vector<uint8_t>> gather(const std::vector<uint8_t>& mine) override { return {mine}; }
+  void sum(double*, size_t, const char*) override {}
+  void sum(float*, size_t, const char*) override {}
+  std::vector<std::vector<uint8_t>> all_gather(const std::vector<uint8_t>& mine, const char*) override {
+    return {mine};
+  }
+  std::vector<std::vector<uint8_t>> gather(const std::vector<uint8_t>& mine, const char*) override {
+    return {mine};
+  }
   void end_every_rank(int) override {}
 };
 
@@ -38,7 +42,7 @@ const mambarl_collective* Ranks::collective() {
   abi_.size = size();
   abi_.ctx = this;
   abi_.sum_f64 = [](void* ctx, double* data, int64_t n) -> mambarl_status {
-    static_cast<Ranks*>(ctx)->sum(data, static_cast<size_t>(n));
+    static_cast<Ranks*>(ctx)->sum(data, static_cast<size_t>(n), kLearnerTotals);
     return MAMBARL_OK;
   };
   abi_.sum_gradient = [](void* ctx, mambarl_tensor g, void* stream) -> mambarl_status {
@@ -47,7 +51,7 @@ const mambarl_collective* Ranks::collective() {
       return MAMBARL_ERROR;
     auto& self = *static_cast<Ranks*>(ctx);
     const auto t0 = std::chrono::steady_clock::now();
-    self.sum(static_cast<float*>(g.data), static_cast<size_t>(g.shape[0]));
+    self.sum(static_cast<float*>(g.data), static_cast<size_t>(g.shape[0]), kGradientSum);
     self.gradient_sum_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return MAMBARL_OK;
   };
@@ -58,10 +62,14 @@ const mambarl_collective* Ranks::collective() {
   return &abi_;
 }
 
-bool Ranks::any(bool mine) {
+bool Ranks::any(bool mine, const char* what) {
   double v = mine ? 1.0 : 0.0;
-  sum(&v, 1);
+  sum(&v, 1, what);
   return v > 0;
+}
+
+std::string error_on_rank(const Ranks& ranks, const std::string& why) {
+  return "error on rank " + std::to_string(ranks.rank()) + " of " + std::to_string(ranks.size()) + ": " + why;
 }
 
 int launched_ranks() {

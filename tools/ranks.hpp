@@ -14,24 +14,38 @@
 #include <exception>
 #include <iostream>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "plugin/mambarl_plugin.h"
+#include "tools/collective_timeout.hpp"
 
 namespace mambarl {
+
+// The learner's sums across ranks (through Ranks::collective(), or NCCL's
+// host fallback), as a timeout's error names them.
+inline constexpr char kLearnerTotals[] = "the learner's totals (advantage statistics, loss terms)";
+inline constexpr char kGradientSum[] = "the update's gradient sum";
 
 class Ranks {
  public:
   virtual ~Ranks() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // In-place sums on every rank. Every rank makes the same calls in the same order.
-  virtual void sum(double* x, size_t n) = 0;
-  virtual void sum(float* x, size_t n) = 0;
+  // In-place sums on every rank. Every rank makes the same calls in the same
+  // order. `what` names the work ("the update's gradient sum") in the error
+  // of a rank that waits in it longer than the collective timeout.
+  virtual void sum(double* x, size_t n, const char* what) = 0;
+  virtual void sum(float* x, size_t n, const char* what) = 0;
   // Every rank's bytes in rank order, on every rank (all_gather) or on rank 0
   // only (gather; the other ranks get an empty list).
-  virtual std::vector<std::vector<uint8_t>> all_gather(const std::vector<uint8_t>& mine) = 0;
-  virtual std::vector<std::vector<uint8_t>> gather(const std::vector<uint8_t>& mine) = 0;
+  virtual std::vector<std::vector<uint8_t>> all_gather(const std::vector<uint8_t>& mine, const char* what) = 0;
+  virtual std::vector<std::vector<uint8_t>> gather(const std::vector<uint8_t>& mine, const char* what) = 0;
+  // From now on a collective that waits longer than this for the other ranks
+  // (runtime.collective_timeout_s: one of them died or hangs) ends the job,
+  // naming this rank and `what`. Until then (the ranks exist before the
+  // config is read) they wait without bound. One process never waits.
+  void bound_collectives(const CollectiveTimeout& timeout) { timeout_ = timeout; }
   // Ends every rank of the job now (after this rank reported its error).
   [[noreturn]] void abort(int exit_code) {
     end_every_rank(exit_code);
@@ -42,7 +56,7 @@ class Ranks {
   // plugin never links MPI); null for one process, which trains alone.
   const mambarl_collective* collective();
 
-  bool any(bool mine);  // whether any rank says true
+  bool any(bool mine, const char* what);  // whether any rank says true
   bool is_root() const { return rank() == 0; }
   // Wall seconds this rank spent in the learner's gradient sums through
   // collective(), waiting for slower ranks included (`mambarl bench e2e`).
@@ -50,11 +64,16 @@ class Ranks {
 
  protected:
   virtual void end_every_rank(int exit_code) = 0;  // MPI_Abort; nothing for one process
+  const CollectiveTimeout& timeout() const { return timeout_; }
 
  private:
   mambarl_collective abi_{};
   double gradient_sum_s_ = 0;
+  CollectiveTimeout timeout_;
 };
+
+// "error on rank r of N: <why>": how every error that ends the job starts.
+std::string error_on_rank(const Ranks& ranks, const std::string& why);
 
 // Runs body() and returns what it returns. An exception on one of several
 // ranks is reported on stderr naming `command` and the rank, then ends every
@@ -66,8 +85,7 @@ auto on_every_rank(Ranks& ranks, const char* command, Body&& body) -> decltype(b
     return body();
   } catch (const std::exception& e) {
     if (ranks.size() == 1) throw;
-    std::cerr << "mambarl " << command << ": error on rank " << ranks.rank() << " of " << ranks.size() << ": "
-              << e.what() << std::endl;
+    std::cerr << "mambarl " << command << ": " << error_on_rank(ranks, e.what()) << std::endl;
     ranks.abort(1);
   }
 }

@@ -43,7 +43,7 @@ class RewardScaler {
       std::vector<uint8_t> mine(g_.size() * sizeof(double));
       std::memcpy(mine.data(), g_.data(), mine.size());
       all_.clear();
-      for (const auto& bytes : ranks->all_gather(mine)) {
+      for (const auto& bytes : ranks->all_gather(mine, "gathering the discounted returns for reward scaling")) {
         all_.resize(all_.size() + bytes.size() / sizeof(double));
         std::memcpy(all_.data() + all_.size() - bytes.size() / sizeof(double), bytes.data(), bytes.size());
       }

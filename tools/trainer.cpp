@@ -162,7 +162,10 @@ class Run {
         own_ranks_(opts.ranks ? nullptr : one_process_ranks()),
         ranks_(opts.ranks ? *opts.ranks : *own_ranks_),
         ckpt_path_((fs::path(rt_.out_dir) / kCheckpointFile).string()),
-        curve_path_((fs::path(rt_.out_dir) / "curve.svg").string()) {}
+        curve_path_((fs::path(rt_.out_dir) / "curve.svg").string()) {
+    // Before the first collective: a rank that dies or hangs ends the job.
+    ranks_.bound_collectives(CollectiveTimeout(rt_.collective_timeout_s));
+  }
 
   TrainSummary go();
 
@@ -207,7 +210,7 @@ class Run {
                       (opts_.stop_after_s > 0 &&
                        std::chrono::duration<double>(Clock::now() - t0_).count() >= opts_.stop_after_s) ||
                       (rt_.stop_after_updates > 0 && s_.update >= rt_.stop_after_updates);
-    return ranks_.size() == 1 ? mine : ranks_.any(mine);
+    return ranks_.size() == 1 ? mine : ranks_.any(mine, "the check whether any rank stops");
   }
   std::string resolved_yaml() const {
     return exp_.resolved_yaml(session_->policy->resolved_config(), session_->device);
@@ -357,7 +360,8 @@ void Run::build() {
     // Every rank's learner must sum through the same transport: on one
     // device for all, never CPU here and GPU there.
     const bool gpu = session_->device != "cpu";
-    if (ranks_.any(gpu) && ranks_.any(!gpu))
+    const char* what = "the check that every rank's learner is on one device kind";
+    if (ranks_.any(gpu, what) && ranks_.any(!gpu, what))
       rtn.fail("device", rt_.device + " resolved to " + session_->device + " on rank " +
                              std::to_string(ranks_.rank()) +
                              " but not on every rank: data-parallel ranks need one device kind for all "
@@ -436,7 +440,8 @@ void Run::check_ranks() const {
 // ranks' host sums (MPI).
 const mambarl_collective* Run::learner_collective() {
 #if MAMBARL_HAVE_NCCL
-  if (ranks_.size() > 1 && rt_.device != "cpu" && !ranks_.any(!this_process_sees_a_gpu())) {
+  if (ranks_.size() > 1 && rt_.device != "cpu" &&
+      !ranks_.any(!this_process_sees_a_gpu(), "the check whether every rank sees a GPU")) {
     nccl_ = std::make_unique<NcclCollective>(ranks_, rank_gpu(), rt_.collective_timeout_s);
     return nccl_->collective();
   }
@@ -500,7 +505,8 @@ std::vector<double> Run::reward_scaler_state() const {
 std::vector<double> Run::global_reward_scaler_state() {
   std::vector<double> s = reward_scaler_state();
   if (ranks_.size() == 1) return s;
-  const auto all = ranks_.gather(bytes_of(std::vector<double>(s.begin() + 3, s.end())));
+  const auto all = ranks_.gather(bytes_of(std::vector<double>(s.begin() + 3, s.end())),
+                                 "gathering the reward scaler's returns for the checkpoint");
   s.resize(3);
   for (const auto& b : all) {
     const std::vector<double> returns = values_of<double>(b);
@@ -590,17 +596,18 @@ void Run::save_checkpoint() {
 // one-process checkpoint and one of N ranks of one worker each name the same
 // envs' state alike. Collective: on rank 0, every rank's tensors.
 void Run::add_worker_states(std::vector<ExtraTensor>& extra) {
+  const char* const what = "gathering every rank's env and actor state for the checkpoint";
   for (size_t k = 0; k < workers_.size(); ++k) {
     auto& w = *workers_[k];
     const auto prefix = [&](size_t r) {
       return "runner." + std::to_string(r * static_cast<size_t>(K_) + k) + ".";
     };
     const auto add_u8 = [&](const std::string& name, const std::vector<uint8_t>& mine) {
-      const auto all = ranks_.gather(mine);
+      const auto all = ranks_.gather(mine, what);
       for (size_t r = 0; r < all.size(); ++r) extra.push_back(ExtraTensor::u8(prefix(r) + name, all[r]));
     };
     const auto add_f32 = [&](const std::string& name, const std::vector<float>& mine) {
-      const auto all = ranks_.gather(bytes_of(mine));
+      const auto all = ranks_.gather(bytes_of(mine), what);
       for (size_t r = 0; r < all.size(); ++r) {
         std::vector<float> v = values_of<float>(all[r]);
         const auto n = static_cast<int64_t>(v.size());
@@ -742,7 +749,7 @@ std::vector<float> Run::all_episode_returns(const Chunk& c) {
       mine[static_cast<size_t>(t)] += c.terminated[i] || c.truncated[i] ? 1.0f : 0.0f;
     }
   mine.insert(mine.end(), c.episode_returns.begin(), c.episode_returns.end());
-  const auto all = ranks_.all_gather(bytes_of(mine));
+  const auto all = ranks_.all_gather(bytes_of(mine), "gathering the chunk's episode returns");
   std::vector<std::vector<float>> per_rank;
   for (const auto& b : all) per_rank.push_back(values_of<float>(b));
   std::vector<size_t> next(per_rank.size(), static_cast<size_t>(c.T));  // each rank's next return
