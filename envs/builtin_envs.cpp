@@ -10,7 +10,7 @@
 
 #include "envs/batched_env.hpp"
 #include "envs/card_deck.hpp"
-#include "kernels/config_schema.hpp"
+#include "kernels/base/config_schema.hpp"
 
 namespace mambarl {
 namespace {

@@ -27,7 +27,7 @@
 
 namespace mambarl {
 
-// kernels/config_schema.hpp; declared here only, which keeps that header out
+// kernels/base/config_schema.hpp; declared here only, which keeps that header out
 // of gpu_vec_env.cu (nvcc's host pass warns on its pointers to members).
 struct KeyDoc;
 struct ConfigSection;

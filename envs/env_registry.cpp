@@ -7,8 +7,8 @@
 
 #include "envs/builtin_envs.hpp"
 #include "envs/vec_env.hpp"
-#include "kernels/check.hpp"
-#include "kernels/config_schema.hpp"
+#include "kernels/base/check.hpp"
+#include "kernels/base/config_schema.hpp"
 
 namespace mambarl {
 namespace {

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/config_node.hpp"
+#include "kernels/base/config_node.hpp"
 
 namespace mambarl {
 

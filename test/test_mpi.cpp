@@ -16,7 +16,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "policy/safetensors.hpp"
+#include "policy/io/safetensors.hpp"
 #include "test/process_util.hpp"
 #include "test/run_compare.hpp"
 

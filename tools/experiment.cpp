@@ -11,7 +11,7 @@ namespace {
 using A = AlgoConfig;
 using R = RuntimeConfig;
 
-// The runner's sections, one row per key (kernels/config_schema.hpp). A row's
+// The runner's sections, one row per key (kernels/base/config_schema.hpp). A row's
 // default is its member's initialiser in tools/experiment.hpp; the rows'
 // order is the order of the keys in a run's config.yaml.
 // clang-format off

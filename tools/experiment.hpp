@@ -11,8 +11,8 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "kernels/config_node.hpp"
-#include "kernels/config_schema.hpp"
+#include "kernels/base/config_node.hpp"
+#include "kernels/base/config_schema.hpp"
 
 namespace mambarl {
 

@@ -5,7 +5,7 @@
 
 #include <limits>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "tools/ranks.hpp"
 
 namespace mambarl {

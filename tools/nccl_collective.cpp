@@ -15,7 +15,7 @@
 #include <thread>
 #include <utility>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "kernels/cuda_check.cuh"
 
 namespace mambarl {

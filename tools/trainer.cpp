@@ -19,9 +19,9 @@
 #include <thread>
 
 #include "envs/builtin_envs.hpp"
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
+#include "policy/io/posix_file.hpp"
 #include "policy/policy_config.hpp"
-#include "policy/posix_file.hpp"
 #include "tools/actor_watchdog.hpp"
 #include "tools/bounded_queue.hpp"
 #include "tools/learner_loop.hpp"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "tools/experiment.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
