@@ -125,8 +125,10 @@ Experiment parse_experiment(const std::string& text, const std::string& path,
   return e;
 }
 
-std::string Experiment::resolved_yaml(const std::string& policy_resolved, const std::string& device) const {
+std::string Experiment::resolved_yaml(const YAML::Node& env_resolved, const std::string& policy_resolved,
+                                      const std::string& device) const {
   YAML::Node out = YAML::Clone(root);
+  out["env"] = env_resolved;
   out["policy"] = YAML::Load(policy_resolved);
   out["algo"] = algo_schema().write(algo);
   out["runtime"] = runtime_schema().write(runtime);

@@ -210,7 +210,8 @@ class Run {
     return ranks_.size() == 1 ? mine : ranks_.any(mine);
   }
   std::string resolved_yaml() const {
-    return exp_.resolved_yaml(session_->policy->resolved_config(), session_->device);
+    return exp_.resolved_yaml(resolved_env_config(exp_.section("env")), session_->policy->resolved_config(),
+                              session_->device);
   }
   double lr_now() const {
     if (al_.lr_schedule == "constant") return al_.lr;
