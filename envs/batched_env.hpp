@@ -21,8 +21,8 @@
 
 #include "envs/env_batch.hpp"
 #include "envs/vec_env.hpp"
-#include "kernels/check.hpp"
-#include "kernels/rng.hpp"
+#include "kernels/base/check.hpp"
+#include "kernels/base/rng.hpp"
 
 namespace mambarl {
 

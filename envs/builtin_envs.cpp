@@ -10,7 +10,7 @@
 
 #include "envs/batched_env.hpp"
 #include "envs/card_deck.hpp"
-#include "kernels/config_schema.hpp"
+#include "kernels/base/config_schema.hpp"
 
 namespace mambarl {
 namespace {
@@ -145,6 +145,27 @@ bool prev_action_by_default(const EnvPrototype& p) {
   return std::visit([](const auto& env) { return env.spec().prev_action_by_default; }, p);
 }
 
+const BuiltinType& builtin_type(const std::string& type) {
+  const auto it = std::find_if(std::begin(kBuiltinTypes), std::end(kBuiltinTypes),
+                               [&](const BuiltinType& b) { return type == b.type; });
+  MAMBARL_CHECK(it != std::end(kBuiltinTypes), "builtin_env: '" << type << "' is not a bundled env type");
+  return *it;
+}
+
+// The keys env_cfg gives type `b`, unknown ones refused, with prev_action
+// resolved: absent, it is the type's default.
+Knobs read_knobs(const BuiltinType& b, const ConfigNode& env_cfg) {
+  const Schema<Knobs>& own = b.own_keys();
+  std::vector<std::string> keys = own.keys();
+  keys.insert(keys.end(), every_builtin_knob().keys().begin(), every_builtin_knob().keys().end());
+  check_env_keys(env_cfg, keys);
+  Knobs knobs;
+  own.fill(env_cfg, knobs);
+  every_builtin_knob().fill(env_cfg, knobs);
+  if (!knobs.prev_action) knobs.prev_action = prev_action_by_default(b.prototype(knobs));
+  return knobs;
+}
+
 }  // namespace
 
 const std::vector<std::string>& builtin_env_types() {
@@ -157,19 +178,16 @@ const std::vector<std::string>& builtin_env_types() {
 }
 
 BuiltinEnv builtin_env(const std::string& type, const ConfigNode& env_cfg) {
-  const auto it = std::find_if(std::begin(kBuiltinTypes), std::end(kBuiltinTypes),
-                               [&](const BuiltinType& b) { return type == b.type; });
-  MAMBARL_CHECK(it != std::end(kBuiltinTypes), "builtin_env: '" << type << "' is not a bundled env type");
-  const Schema<Knobs>& own = it->own_keys();
-  std::vector<std::string> keys = own.keys();
-  keys.insert(keys.end(), every_builtin_knob().keys().begin(), every_builtin_knob().keys().end());
-  check_env_keys(env_cfg, keys);
-  Knobs knobs;
-  own.fill(env_cfg, knobs);
-  every_builtin_knob().fill(env_cfg, knobs);
-  BuiltinEnv env{it->prototype(knobs)};
-  env.prev_action = knobs.prev_action.value_or(prev_action_by_default(env.prototype));
-  return env;
+  const BuiltinType& b = builtin_type(type);
+  const Knobs knobs = read_knobs(b, env_cfg);
+  return {b.prototype(knobs), *knobs.prev_action};
+}
+
+void write_builtin_env_keys(const std::string& type, const ConfigNode& env_cfg, YAML::Node& out) {
+  const BuiltinType& b = builtin_type(type);
+  const Knobs knobs = read_knobs(b, env_cfg);
+  b.own_keys().write(knobs, out);
+  every_builtin_knob().write(knobs, out);
 }
 
 ConfigSection env_config_section() {

@@ -27,7 +27,7 @@
 
 namespace mambarl {
 
-// kernels/config_schema.hpp; declared here only, which keeps that header out
+// kernels/base/config_schema.hpp; declared here only, which keeps that header out
 // of gpu_vec_env.cu (nvcc's host pass warns on its pointers to members).
 struct KeyDoc;
 struct ConfigSection;
@@ -49,6 +49,9 @@ struct BuiltinEnv {
   bool prev_action = false;
 };
 BuiltinEnv builtin_env(const std::string& type, const ConfigNode& env_cfg);
+// The same type's own keys, each with its value (prev_action resolved), added
+// to `out`: its part of the resolved `env:` a run writes back.
+void write_builtin_env_keys(const std::string& type, const ConfigNode& env_cfg, YAML::Node& out);
 
 // The keys every env type shares (bundled or a plugin's), read and checked
 // as make_vec_env does; their table is in envs/env_registry.cpp.

@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/check.hpp"
-#include "kernels/rng.hpp"
+#include "kernels/base/check.hpp"
+#include "kernels/base/rng.hpp"
 
 namespace mambarl {
 

@@ -39,7 +39,7 @@
 #include <string>
 
 #include "envs/batched_env.hpp"
-#include "kernels/rng.hpp"
+#include "kernels/base/rng.hpp"
 
 namespace mambarl {
 

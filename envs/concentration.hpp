@@ -28,7 +28,7 @@
 
 #include "envs/batched_env.hpp"
 #include "envs/card_deck.hpp"
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 
 namespace mambarl {
 

@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "envs/vec_env.hpp"
-#include "kernels/rng.hpp"
+#include "kernels/base/rng.hpp"
 
 namespace mambarl {
 

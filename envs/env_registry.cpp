@@ -1,14 +1,15 @@
 // The env-type registry and make_vec_env. The registry is a function-local
 // static (thread-safe initialisation, built on first use) that starts out
 // holding the bundled types; plugins add theirs with register_env.
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <sstream>
 
 #include "envs/builtin_envs.hpp"
 #include "envs/vec_env.hpp"
-#include "kernels/check.hpp"
-#include "kernels/config_schema.hpp"
+#include "kernels/base/check.hpp"
+#include "kernels/base/config_schema.hpp"
 
 namespace mambarl {
 namespace {
@@ -82,6 +83,23 @@ EnvHead read_env_head(const ConfigNode& env_cfg) {
 }
 
 std::vector<KeyDoc> env_head_keys() { return env_head_schema().docs(); }
+
+YAML::Node resolved_env_config(const ConfigNode& env_cfg) {
+  const EnvHead head = read_env_head(env_cfg);
+  YAML::Node out = env_head_schema().write(head);
+  const std::vector<std::string>& bundled = builtin_env_types();
+  if (std::binary_search(bundled.begin(), bundled.end(), head.type)) {
+    write_builtin_env_keys(head.type, env_cfg, out);
+    return out;
+  }
+  // A plugin's type: the ABI carries no table of its keys, so they stay as given.
+  const std::vector<std::string>& shared = env_head_schema().keys();
+  for (const auto& kv : env_cfg.yaml()) {
+    const std::string key = kv.first.Scalar();
+    if (std::find(shared.begin(), shared.end(), key) == shared.end()) out[key] = YAML::Clone(kv.second);
+  }
+  return out;
+}
 
 std::unique_ptr<VecEnv> make_vec_env(const ConfigNode& env_cfg) {
   const EnvHead head = read_env_head(env_cfg);

@@ -21,10 +21,10 @@
 
 #include "envs/env_batch.hpp"
 #include "envs/gpu_vec_env.hpp"
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
+#include "kernels/base/rng.hpp"
 #include "kernels/cuda_check.cuh"
 #include "kernels/device_buffer.cuh"
-#include "kernels/rng.hpp"
 
 namespace mambarl {
 namespace gpu_env {

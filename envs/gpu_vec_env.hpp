@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "envs/vec_env.hpp"
-#include "kernels/config_node.hpp"
+#include "kernels/base/config_node.hpp"
 
 namespace mambarl {
 

@@ -22,7 +22,7 @@
 #include <ostream>
 
 #include "envs/batched_env.hpp"
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 
 namespace mambarl {
 

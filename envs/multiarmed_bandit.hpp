@@ -24,8 +24,8 @@
 #include <ostream>
 
 #include "envs/batched_env.hpp"
-#include "kernels/check.hpp"
-#include "kernels/rng.hpp"
+#include "kernels/base/check.hpp"
+#include "kernels/base/rng.hpp"
 
 namespace mambarl {
 

@@ -21,7 +21,7 @@
 #include <string>
 
 #include "envs/batched_env.hpp"
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 
 namespace mambarl {
 

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/config_node.hpp"
+#include "kernels/base/config_node.hpp"
 
 namespace mambarl {
 
@@ -101,6 +101,12 @@ std::vector<std::string> registered_envs();                      // sorted
 // other value is a ConfigError naming env.backend; read with the other shared
 // keys (envs/env_registry.cpp), so a missing `type` is one too.
 std::string env_backend(const ConfigNode& env_cfg);
+
+// The `env:` map as a run writes it back (config.yaml, checkpoints): the
+// shared keys and, for a bundled type, that type's own keys, each with its
+// value, defaults filled in; a plugin's type keeps its own keys as given.
+// Unknown keys and bad values are ConfigErrors, as in make_vec_env.
+YAML::Node resolved_env_config(const ConfigNode& env_cfg);
 
 // For factories: fails (ConfigError) on any key of env_cfg other than `type`,
 // `num_envs`, `backend` and the env type's own keys.

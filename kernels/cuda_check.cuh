@@ -1,4 +1,4 @@
-// CUDA and cuBLAS error checks that throw mambarl::Error (kernels/check.hpp).
+// CUDA and cuBLAS error checks that throw mambarl::Error (kernels/base/check.hpp).
 //
 // Every runtime call is wrapped: an error carries the CUDA error name and
 // string, the failed expression and file:line, so a bad launch, an
@@ -16,7 +16,7 @@
 #include <sstream>
 #include <string>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 
 namespace mambarl::detail {
 

@@ -3,7 +3,7 @@
 // A captured CUDA graph bakes raw pointers in, so every buffer it touches is
 // allocated once, at its final size, and freed only with its owner. There is
 // no resize: a different size is a different buffer (move-assign a new one),
-// and CudaGraph (policy/cuda_graph.hpp) notices the new address at replay.
+// and CudaGraph (kernels/cuda_graph.cuh) notices the new address at replay.
 // Pinned host memory makes the per-step H2D/D2H copies asynchronous and
 // lets them live inside the graph as memcpy nodes.
 #pragma once

@@ -1,7 +1,7 @@
 #include "kernels/gru.cuh"
 
+#include "kernels/base/check.hpp"
 #include "kernels/block_reduce.cuh"
-#include "kernels/check.hpp"
 #include "kernels/cuda_check.cuh"
 #include "kernels/launch.cuh"
 

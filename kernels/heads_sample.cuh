@@ -12,7 +12,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/rng.hpp"
+#include "kernels/base/rng.hpp"
 
 namespace mambarl::cuda {
 

@@ -1,4 +1,4 @@
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "kernels/cuda_check.cuh"
 #include "kernels/loss_scale.cuh"
 

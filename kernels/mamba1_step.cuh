@@ -30,8 +30,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/base/rng.hpp"  // MAMBARL_HD
 #include "kernels/kernel_limits.hpp"  // kMamba1MaxConv
-#include "kernels/rng.hpp"  // MAMBARL_HD
 #include "kernels/step_flags.cuh"
 
 namespace mambarl::cuda {

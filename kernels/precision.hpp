@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 
 namespace mambarl {
 

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "kernels/rng.hpp"  // MAMBARL_HD
+#include "kernels/base/rng.hpp"  // MAMBARL_HD
 
 namespace mambarl::cuda {
 

@@ -6,7 +6,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/config_node.hpp"
+#include "kernels/base/config_node.hpp"
 #include "plugin/engine_roles.hpp"
 #include "policy/cpu_actor.hpp"
 

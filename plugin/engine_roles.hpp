@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "kernels/base/rng.hpp"
 #include "kernels/precision.hpp"
-#include "kernels/rng.hpp"
 #include "policy/actor_critic.hpp"
 #include "policy/allreduce.hpp"
 #include "policy/cpu_learner.hpp"
+#include "policy/io/safetensors.hpp"
 #include "policy/policy_config.hpp"
-#include "policy/safetensors.hpp"
 
 namespace mambarl {
 

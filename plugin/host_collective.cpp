@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "plugin/tensor_view.hpp"
 
 namespace mambarl {

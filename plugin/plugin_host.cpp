@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "plugin/tensor_view.hpp"
-#include "policy/strict_json.hpp"  // the metadata codec of save()/load(): no policy engine
+#include "policy/io/strict_json.hpp"  // the metadata codec of save()/load(): no policy engine
 
 namespace mambarl {
 

@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "plugin/mambarl_plugin.h"
 
 namespace mambarl {

@@ -20,15 +20,15 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "kernels/config_node.hpp"
+#include "kernels/base/config_node.hpp"
 #include "plugin/engine_roles.hpp"
 #include "plugin/host_collective.hpp"
 #include "plugin/mambarl_plugin.h"
 #include "plugin/tensor_view.hpp"
 #include "policy/checkpoint.hpp"
+#include "policy/io/safetensors.hpp"
+#include "policy/io/strict_json.hpp"
 #include "policy/policy_config.hpp"
-#include "policy/safetensors.hpp"
-#include "policy/strict_json.hpp"
 
 struct mambarl_policy {
   std::string type;      // the factory's name, == policy.type
@@ -147,7 +147,7 @@ std::string emit_yaml(const YAML::Node& n) {
 }
 
 // The experiment's YAML with the command-line overrides applied, exactly as
-// the runner builds it (kernels/config_node.hpp: apply_overrides), as a
+// the runner builds it (kernels/base/config_node.hpp: apply_overrides), as a
 // ConfigNode whose errors name the override that set a key.
 ConfigNode experiment_root(const mambarl_policy_create_args& a, const std::string& file) {
   if (a.config_text == nullptr) throw Error(file + ": create: no config text");
@@ -522,7 +522,7 @@ mambarl_status actor_set_weights(mambarl_actor* a, mambarl_tensor w, int64_t ver
   });
 }
 
-// The RNGs are plain 32-byte states (kernels/rng.hpp), so their bytes are the
+// The RNGs are plain 32-byte states (kernels/base/rng.hpp), so their bytes are the
 // whole of the sampling state; a resumed actor continues the same streams.
 mambarl_status actor_get_rng(mambarl_actor* a, mambarl_tensor bytes) {
   return guarded(a, [&](mambarl_actor& s) {

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "plugin/mambarl_plugin.h"
 
 namespace mambarl {

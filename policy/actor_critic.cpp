@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "policy/ops.hpp"
 
 namespace mambarl {

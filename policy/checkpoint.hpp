@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "policy/io/safetensors.hpp"
 #include "policy/param_layout.hpp"
 #include "policy/policy_config.hpp"
-#include "policy/safetensors.hpp"
 
 namespace mambarl {
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/rng.hpp"
+#include "kernels/base/rng.hpp"
 #include "policy/actor_critic.hpp"
 
 namespace mambarl {

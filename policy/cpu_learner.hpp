@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "policy/adamw.hpp"
+#include "policy/io/safetensors.hpp"
 #include "policy/policy_config.hpp"
 #include "policy/ppo_loss.hpp"
-#include "policy/safetensors.hpp"
 
 namespace mambarl {
 

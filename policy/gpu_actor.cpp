@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/cuda_check.cuh"
+#include "kernels/cuda_graph.cuh"
 #include "kernels/cuda_handles.cuh"
 #include "kernels/device_buffer.cuh"
 #include "kernels/event_timing.cuh"
@@ -18,7 +19,6 @@
 #include "kernels/mamba3_step.cuh"
 #include "kernels/mlp.cuh"
 #include "kernels/state_reset.cuh"
-#include "policy/cuda_graph.hpp"
 #include "policy/gpu_dims.hpp"
 #include "policy/gru.hpp"
 #include "policy/mamba1.hpp"

@@ -18,7 +18,7 @@
 // (an input GEMM, one cell kernel, and for the GRU the W_hh GEMM of the
 // carried h; kernels/gru.cuh, kernels/mlp.cuh). The graph is captured for this actor's
 // batch and buffers; it refuses to replay if one of them changed (see
-// policy/cuda_graph.hpp). A new batch size means a new GpuActor.
+// kernels/cuda_graph.cuh). A new batch size means a new GpuActor.
 //
 // Two streams. The actor's own stream runs act / act_begin / peek_values and
 // every state, weight and Rng access; each of those synchronises it before
@@ -41,7 +41,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/rng.hpp"
+#include "kernels/base/rng.hpp"
 #include "policy/actor_critic.hpp"
 
 namespace mambarl {

@@ -11,6 +11,7 @@
 
 #include "kernels/adamw.cuh"
 #include "kernels/cuda_check.cuh"
+#include "kernels/cuda_graph.cuh"
 #include "kernels/cuda_handles.cuh"
 #include "kernels/device_buffer.cuh"
 #include "kernels/event_timing.cuh"
@@ -20,7 +21,6 @@
 #include "kernels/rmsnorm.cuh"
 #include "kernels/rows.cuh"
 #include "policy/checkpoint.hpp"
-#include "policy/cuda_graph.hpp"
 #include "policy/policy_config.hpp"
 
 namespace mambarl {

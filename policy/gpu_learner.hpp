@@ -22,7 +22,7 @@
 // first graph-mode update of that shape. A chunk of another shape is
 // refused (call prepare(T, B, context_T) to switch, which re-allocates and drops the
 // graph), and a replay is refused if any buffer it baked in moved
-// (policy/cuda_graph.hpp), the mixers' buffers included. No device
+// (kernels/cuda_graph.cuh), the mixers' buffers included. No device
 // allocation happens after capture.
 //
 // Data-parallel replicas (an Allreduce that sums device memory, e.g. the

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "kernels/linear.cuh"
 #include "policy/gpu_dims.hpp"
 

@@ -9,7 +9,7 @@
 // gradient flows through a reset or into the initial state (policy/MATH.md "Episode boundaries").
 //
 // Memory: prepare(T, B) allocates everything forward/backward need for that
-// chunk shape, once (policy/cuda_graph.hpp: a captured graph bakes pointers
+// chunk shape, once (kernels/cuda_graph.cuh: a captured graph bakes pointers
 // in); forward/backward only enqueue work on exec.stream (kernels and cuBLAS
 // calls, no allocation, no synchronisation), so the learner can capture them.
 // bindings() names those buffers so a replay can refuse if one moved.
@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda_graph.cuh"
 #include "kernels/linear.cuh"
-#include "policy/cuda_graph.hpp"
 #include "policy/mixer.hpp"
 
 namespace mambarl {

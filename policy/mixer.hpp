@@ -23,7 +23,7 @@
 #include <memory>
 #include <string>
 
-#include "kernels/rng.hpp"
+#include "kernels/base/rng.hpp"
 #include "policy/param_layout.hpp"
 #include "policy/tensor.hpp"
 

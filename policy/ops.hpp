@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "kernels/rng.hpp"
+#include "kernels/base/rng.hpp"
 #include "policy/tensor.hpp"
 
 namespace mambarl {

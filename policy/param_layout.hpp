@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "policy/tensor.hpp"
 
 namespace mambarl {

@@ -10,8 +10,8 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "kernels/config_node.hpp"
-#include "kernels/config_schema.hpp"
+#include "kernels/base/config_node.hpp"
+#include "kernels/base/config_schema.hpp"
 #include "policy/actor_critic.hpp"
 #include "policy/gru.hpp"
 #include "policy/mamba1.hpp"

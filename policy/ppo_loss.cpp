@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "policy/distributions.hpp"
 
 namespace mambarl {

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/base/rng.hpp"
 #include "kernels/cuda_check.cuh"
+#include "kernels/cuda_graph.cuh"
 #include "kernels/device_buffer.cuh"
-#include "kernels/rng.hpp"
-#include "policy/cuda_graph.hpp"
 #include "policy/gpu_mixer.hpp"
 #include "policy/policy_config.hpp"
 #include "test/test_util.hpp"

@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/rng.hpp"
+#include "kernels/base/rng.hpp"
 #include "policy/mixer.hpp"
 #include "test/test_util.hpp"
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/rng.hpp"
+#include "kernels/base/rng.hpp"
 #include "plugin/plugin_host.hpp"
 #include "plugin/tensor_view.hpp"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "policy/safetensors.hpp"
+#include "policy/io/safetensors.hpp"
 
 namespace mambarl::test {
 

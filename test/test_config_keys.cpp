@@ -16,6 +16,7 @@
 #include <filesystem>
 
 #include "envs/builtin_envs.hpp"
+#include "envs/vec_env.hpp"
 #include "kernels/kernel_limits.hpp"
 #include "policy/policy_config.hpp"
 #include "test/process_util.hpp"
@@ -110,20 +111,60 @@ BOOST_AUTO_TEST_CASE(unknown_section_is_a_usage_error_naming_it) {
 }
 
 // The written-back sections hold every key with its value: read again, they
-// give the same config (defaults, a copied default and a list included).
+// give the same config (defaults, a copied default, a list and an env type's
+// own keys included).
 BOOST_AUTO_TEST_CASE(resolved_sections_read_back_to_themselves) {
-  const std::string text = "env: {type: cartpole}\npolicy: {type: mlp}\nalgo: {chunk_len: 16}\n";
+  const std::string text = "env: {type: tmaze}\npolicy: {type: mlp}\nalgo: {chunk_len: 16}\n";
+  const auto resolved_yaml = [](const mambarl::Experiment& e) {
+    return e.resolved_yaml(mambarl::resolved_env_config(e.section("env")), "type: mlp", "cpu");
+  };
   for (const std::vector<std::string>& overrides :
-       {std::vector<std::string>{}, {"algo.bptt_len=48", "runtime.dtype=bfloat16", "runtime.extra_plugins=[a.so]"}}) {
+       {std::vector<std::string>{},
+        {"algo.bptt_len=48", "runtime.dtype=bfloat16", "runtime.extra_plugins=[a.so]", "env.length=7"}}) {
     const mambarl::Experiment first = mambarl::parse_experiment(text, "x.yaml", overrides);
-    const std::string resolved = first.resolved_yaml("type: mlp", "cpu");
+    const std::string resolved = resolved_yaml(first);
     const mambarl::Experiment again = mambarl::parse_experiment(resolved, "config.yaml", {});
-    BOOST_TEST(again.resolved_yaml("type: mlp", "cpu") == resolved);
+    BOOST_TEST(resolved_yaml(again) == resolved);
+    BOOST_TEST(again.root["env"]["step_penalty"].as<float>() == 0.0f, resolved);
   }
   const mambarl::Experiment e = mambarl::parse_experiment(text, "x.yaml", {"runtime.dtype=bfloat16"});
   BOOST_TEST(e.algo.bptt_len == 16);
   BOOST_TEST(e.runtime.learner_dtype == "bfloat16");
   BOOST_TEST(e.algo.gamma == mambarl::AlgoConfig{}.gamma);
+}
+
+// The resolved `env:` holds the shared keys and the chosen type's own, each
+// with its value (prev_action: the type's default), and no other type's keys.
+BOOST_AUTO_TEST_CASE(resolved_env_holds_the_chosen_types_keys_with_their_values) {
+  const auto env_of = [](const std::string& env, const std::vector<std::string>& overrides) {
+    return section_of(env + "\npolicy: {type: mlp}\n", overrides, "env");
+  };
+  const auto keys_of = [](const YAML::Node& n) {
+    std::vector<std::string> k;
+    for (const auto& kv : n) k.push_back(kv.first.as<std::string>());
+    return k;
+  };
+  const YAML::Node tmaze = mambarl::resolved_env_config(env_of("env: {type: tmaze, length: 5}", {}));
+  BOOST_TEST(keys_of(tmaze) == (std::vector<std::string>{"type", "num_envs", "backend", "length", "step_penalty",
+                                                         "prev_action"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(tmaze["num_envs"].as<int>() == 16);
+  BOOST_TEST(tmaze["backend"].as<std::string>() == "cpu");
+  BOOST_TEST(tmaze["length"].as<int>() == 5);
+  BOOST_TEST(tmaze["prev_action"].as<bool>() == false);
+  const YAML::Node repeat =
+      mambarl::resolved_env_config(env_of("env: {type: repeat_previous}", {"env.num_envs=8"}));
+  BOOST_TEST(keys_of(repeat) == (std::vector<std::string>{"type", "num_envs", "backend", "difficulty", "prev_action"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(repeat["num_envs"].as<int>() == 8);
+  BOOST_TEST(repeat["difficulty"].as<std::string>() == "easy");
+  // A type whose observation carries the previous action by default.
+  const YAML::Node bandit = mambarl::resolved_env_config(env_of("env: {type: multiarmed_bandit}", {}));
+  BOOST_TEST(bandit["prev_action"].as<bool>() == true);
+  // A key of another type is refused as when the envs are built.
+  BOOST_TEST(error_of([&] {
+               mambarl::resolved_env_config(env_of("env: {type: cartpole, length: 5}", {}));
+             }).find("env.length: unknown key") != std::string::npos);
 }
 
 // A key of another type, or of no type, is refused naming file:line:col and the type's keys.

@@ -1,7 +1,7 @@
 // Crash safety of a training run: `mambarl train` (a tiny config, a checkpoint
 // after every update) is SIGKILLed over and over at random moments, every
 // other time right inside a checkpoint write (MAMBARL_TEST_ATOMIC_WRITE_PAUSE_MS
-// widens the write; see policy/posix_file.hpp), and restarted with --resume.
+// widens the write; see policy/io/posix_file.hpp), and restarted with --resume.
 // After every kill: the last checkpoint reads back whole and never goes
 // backwards, temp files exist only from runs killed since the last run that
 // got through start-up (which cleans them), and the metrics file holds whole

@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/rng.hpp"
+#include "kernels/base/rng.hpp"
 #include "policy/allreduce.hpp"
 #include "policy/cpu_learner.hpp"
 #include "policy/policy_config.hpp"

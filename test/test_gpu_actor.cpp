@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda_graph.cuh"
 #include "kernels/device_buffer.cuh"
 #include "policy/cpu_actor.hpp"
-#include "policy/cuda_graph.hpp"
 #include "policy/distributions.hpp"
 #include "policy/gpu_actor.hpp"
 #include "policy/policy_config.hpp"

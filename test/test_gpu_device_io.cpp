@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/base/rng.hpp"
 #include "kernels/cuda_check.cuh"
 #include "kernels/cuda_handles.cuh"
 #include "kernels/device_buffer.cuh"
-#include "kernels/rng.hpp"
 #include "plugin/plugin_host.hpp"
 #include "plugin/tensor_view.hpp"
 #include "test/gpu_test_util.hpp"

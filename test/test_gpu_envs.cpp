@@ -20,10 +20,10 @@
 #include "envs/cartpole.hpp"
 #include "envs/gpu_vec_env.hpp"
 #include "envs/vec_env.hpp"
+#include "kernels/base/rng.hpp"
+#include "kernels/cuda_graph.cuh"
 #include "kernels/cuda_handles.cuh"
 #include "kernels/device_buffer.cuh"
-#include "kernels/rng.hpp"
-#include "policy/cuda_graph.hpp"
 #include "test/bundled_env_configs.hpp"
 #include "test/gpu_test_util.hpp"
 

@@ -18,11 +18,11 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/base/rng.hpp"
 #include "kernels/cuda_check.cuh"
 #include "kernels/cuda_handles.cuh"
 #include "kernels/device_buffer.cuh"
 #include "kernels/linear.cuh"
-#include "kernels/rng.hpp"
 #include "test/gpu_test_util.hpp"
 #include "test/test_util.hpp"
 

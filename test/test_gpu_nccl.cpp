@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/rng.hpp"
+#include "kernels/base/rng.hpp"
 #include "plugin/host_collective.hpp"
 #include "policy/gpu_learner.hpp"
 #include "policy/policy_config.hpp"

@@ -26,15 +26,15 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "kernels/rng.hpp"
+#include "kernels/base/rng.hpp"
 #include "plugin/plugin_host.hpp"
 #include "plugin/tensor_view.hpp"
-#include "tools/policy_session.hpp"
 #include "test/gpu_test_util.hpp"
 #include "test/plugin_chunk.hpp"
 #include "test/rollout_util.hpp"
 #include "test/test_util.hpp"
 #include "test/train_util.hpp"
+#include "tools/policy_session.hpp"
 
 using namespace mambarl;
 using namespace mambarl::test;

@@ -17,7 +17,7 @@
 #include <fstream>
 #include <map>
 
-#include "policy/safetensors.hpp"
+#include "policy/io/safetensors.hpp"
 #include "test/process_util.hpp"
 #include "test/run_compare.hpp"
 

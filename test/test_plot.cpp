@@ -11,7 +11,7 @@
 #include <regex>
 #include <sstream>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "tools/metrics_log.hpp"
 #include "tools/plot_runs.hpp"
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/config_node.hpp"
-#include "kernels/rng.hpp"
+#include "kernels/base/config_node.hpp"
+#include "kernels/base/rng.hpp"
 #include "plugin/plugin_host.hpp"
 #include "plugin/tensor_view.hpp"
 #include "test/hide_gpus.hpp"

@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "policy/safetensors.hpp"
+#include "policy/io/safetensors.hpp"
+#include "test/rollout_util.hpp"
+#include "test/train_util.hpp"
 #include "tools/experiment.hpp"
 #include "tools/policy_session.hpp"
 #include "tools/rollout.hpp"
-#include "test/rollout_util.hpp"
-#include "test/train_util.hpp"
 
 using namespace mambarl;
 using namespace mambarl::test;

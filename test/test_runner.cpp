@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "envs/vec_env.hpp"
+#include "policy/io/safetensors.hpp"
 #include "test/hide_gpus.hpp"
 #include "tools/actor_watchdog.hpp"
 #include "tools/bench/steady_rate.hpp"
@@ -519,6 +521,10 @@ BOOST_AUTO_TEST_CASE(plugins_add_env_types) {
   const auto session = load_plugins(exp);  // loading the same plugin again is harmless
   auto env = make_vec_env(exp.section("env"));
   BOOST_TEST(env->spec().id == "coin_guess");
+  // Written back: the shared keys resolved, the plugin's own as given (the ABI has no table of them).
+  const YAML::Node resolved = resolved_env_config(exp.section("env"));
+  BOOST_TEST(resolved["backend"].as<std::string>() == "cpu");
+  BOOST_TEST(resolved["length"].as<int>() == 5);
   BOOST_TEST(env->spec().obs_dim == 2);
   env->reset(4);
   const std::vector<float> right_guess = {env->obs()[1], env->obs()[3], env->obs()[5]};  // 1 = tails shown
@@ -637,6 +643,41 @@ BOOST_AUTO_TEST_CASE(an_earlier_run_in_out_dir_is_refused_unless_resumed_or_forc
   BOOST_TEST(rows() == first_rows);  // a new run, not appended to the old one
   BOOST_TEST(fs::exists(out / "notes.txt"));
   BOOST_TEST(fs::exists(out / "checkpoint.safetensors"));
+  fs::remove_all(dir);
+}
+
+// A run writes `env:` back resolved, in config.yaml and in the checkpoint's
+// experiment: the shared keys and the type's own, defaults filled in. A
+// checkpoint from before, whose experiment holds `env:` as the config gave
+// it, still evaluates and resumes.
+BOOST_AUTO_TEST_CASE(a_run_writes_env_resolved_and_older_checkpoints_still_resume) {
+  const fs::path dir = temp_dir("resolved_env"), out = dir / "run";
+  std::ostringstream log;
+  const TrainSummary first = run_training(tiny_experiment(dir, out), TrainOptions{}, log);
+  const YAML::Node env = YAML::LoadFile((out / "config.yaml").string())["env"];
+  BOOST_TEST(env["type"].as<std::string>() == "cartpole");
+  BOOST_TEST(env["num_envs"].as<int>() == 4);
+  BOOST_TEST(env["backend"].as<std::string>() == "cpu");  // absent from tiny.yaml: the defaults
+  BOOST_TEST(env["prev_action"].as<bool>() == false);
+  SafetensorsFile ck = read_safetensors(first.checkpoint);
+  YAML::Node stored = YAML::Load(ck.metadata.at("experiment"));
+  BOOST_TEST(YAML::Dump(stored["env"]) == YAML::Dump(env));
+
+  // The checkpoint as an older build wrote it.
+  stored["env"] = YAML::Load("{type: cartpole, num_envs: 4}");
+  ck.metadata["experiment"] = YAML::Dump(stored);
+  write_safetensors(first.checkpoint, ck);
+  EvalOptions eval;
+  eval.weights = first.checkpoint;
+  eval.episodes = 2;
+  std::ostringstream eval_log;
+  BOOST_TEST(run_evaluation(eval, eval_log).returns.size() == 2u);
+  TrainOptions resume;
+  resume.resume = true;
+  std::ostringstream resume_log;
+  const TrainSummary resumed = run_training(tiny_experiment(dir, out, {"algo.total_env_steps=128"}), resume, resume_log);
+  BOOST_TEST(resume_log.str().find("resumed from " + first.checkpoint) != std::string::npos, resume_log.str());
+  BOOST_TEST(resumed.env_steps == 128);
   fs::remove_all(dir);
 }
 

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.hpp"
-#include "kernels/rng.hpp"
-#include "policy/strict_json.hpp"
-#include "policy/safetensors.hpp"
+#include "kernels/base/check.hpp"
+#include "kernels/base/rng.hpp"
+#include "policy/io/safetensors.hpp"
+#include "policy/io/strict_json.hpp"
 
 namespace fs = std::filesystem;
 using namespace mambarl;

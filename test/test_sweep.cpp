@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "envs/vec_env.hpp"
-#include "kernels/config_node.hpp"
+#include "kernels/base/config_node.hpp"
 #include "test/process_util.hpp"
 #include "tools/random_floor.hpp"
 #include "tools/svg_plot.hpp"

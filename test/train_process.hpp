@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "policy/safetensors.hpp"
+#include "policy/io/safetensors.hpp"
 #include "test/process_util.hpp"
 
 namespace mambarl::test {

@@ -1,5 +1,5 @@
 // The reference of the config keys, written from the sections' schemas
-// (kernels/config_schema.hpp; the tables are in envs/env_registry.cpp,
+// (kernels/base/config_schema.hpp; the tables are in envs/env_registry.cpp,
 // envs/builtin_envs.cpp, policy/policy_config.cpp and tools/experiment.cpp):
 // `mambarl config --keys` prints it as text, and
 // `--markdown` as the page kept in the repository (tools/CONFIG_KEYS.md),
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/config_schema.hpp"
+#include "kernels/base/config_schema.hpp"
 
 namespace mambarl {
 

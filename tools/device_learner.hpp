@@ -10,8 +10,8 @@
 
 #include <vector>
 
+#include "kernels/base/rng.hpp"
 #include "kernels/device_buffer.cuh"
-#include "kernels/rng.hpp"
 #include "plugin/plugin_host.hpp"
 #include "tools/device_rollout.hpp"
 #include "tools/experiment.hpp"

@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "envs/gpu_vec_env.hpp"
+#include "kernels/cuda_graph.cuh"
 #include "kernels/cuda_handles.cuh"
 #include "kernels/device_buffer.cuh"
 #include "plugin/plugin_host.hpp"
-#include "policy/cuda_graph.hpp"
 #include "tools/experiment.hpp"
 #include "tools/rollout.hpp"
 

@@ -5,7 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "policy/safetensors.hpp"
+#include "policy/io/safetensors.hpp"
 #include "tools/export.hpp"
 #include "tools/policy_session.hpp"
 

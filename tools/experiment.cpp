@@ -11,7 +11,7 @@ namespace {
 using A = AlgoConfig;
 using R = RuntimeConfig;
 
-// The runner's sections, one row per key (kernels/config_schema.hpp). A row's
+// The runner's sections, one row per key (kernels/base/config_schema.hpp). A row's
 // default is its member's initialiser in tools/experiment.hpp; the rows'
 // order is the order of the keys in a run's config.yaml.
 // clang-format off
@@ -125,8 +125,10 @@ Experiment parse_experiment(const std::string& text, const std::string& path,
   return e;
 }
 
-std::string Experiment::resolved_yaml(const std::string& policy_resolved, const std::string& device) const {
+std::string Experiment::resolved_yaml(const YAML::Node& env_resolved, const std::string& policy_resolved,
+                                      const std::string& device) const {
   YAML::Node out = YAML::Clone(root);
+  out["env"] = env_resolved;
   out["policy"] = YAML::Load(policy_resolved);
   out["algo"] = algo_schema().write(algo);
   out["runtime"] = runtime_schema().write(runtime);

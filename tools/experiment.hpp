@@ -11,8 +11,8 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "kernels/config_node.hpp"
-#include "kernels/config_schema.hpp"
+#include "kernels/base/config_node.hpp"
+#include "kernels/base/config_schema.hpp"
 
 namespace mambarl {
 
@@ -92,8 +92,11 @@ struct Experiment {
     return ConfigNode(root, file, "", override_log).child(key);
   }
   // The resolved document (overrides applied, runner defaults filled in,
-  // runtime.device as resolved against the plugin: cpu or cuda).
-  std::string resolved_yaml(const std::string& policy_resolved, const std::string& device) const;
+  // runtime.device as resolved against the plugin: cpu or cuda), with the
+  // env's and the policy's own resolved sections (resolved_env_config, the
+  // plugin's resolved config).
+  std::string resolved_yaml(const YAML::Node& env_resolved, const std::string& policy_resolved,
+                            const std::string& device) const;
 };
 
 // The keys of `algo:` and `runtime:`, from their schemas (tools/experiment.cpp),

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 
 namespace mambarl {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "policy/safetensors.hpp"
+#include "policy/io/safetensors.hpp"
 
 namespace mambarl {
 

@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "kernels/rng.hpp"
+#include "kernels/base/rng.hpp"
 #include "plugin/plugin_host.hpp"
 #include "tools/experiment.hpp"
 #include "tools/reward_scaler.hpp"

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.hpp"
-#include "kernels/config_node.hpp"
+#include "kernels/base/check.hpp"
+#include "kernels/base/config_node.hpp"
 #include "tools/bench/bench.hpp"
 #include "tools/bench/bench_soak.hpp"
 #include "tools/cli_args.hpp"

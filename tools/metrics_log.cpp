@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "kernels/check.hpp"
-#include "policy/posix_file.hpp"
+#include "kernels/base/check.hpp"
+#include "policy/io/posix_file.hpp"
 #include "tools/svg_plot.hpp"
 
 namespace fs = std::filesystem;

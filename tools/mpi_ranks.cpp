@@ -9,7 +9,7 @@
 #include <iostream>
 #include <limits>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "tools/ranks.hpp"
 
 namespace mambarl {

@@ -14,7 +14,7 @@
 #include <thread>
 #include <utility>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "kernels/cuda_check.cuh"
 #include "tools/collective_timeout.hpp"
 

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/check.hpp"
-#include "kernels/rng.hpp"
+#include "kernels/base/check.hpp"
+#include "kernels/base/rng.hpp"
 
 namespace mambarl {
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 
 namespace mambarl {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 
 namespace mambarl {
 

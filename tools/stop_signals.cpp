@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 
 namespace mambarl {
 

@@ -4,7 +4,7 @@
 // ends the run as at its budget (checkpoint, metrics, curve). A second signal
 // while the first is being honoured exits at once with 128 + signal (130 for
 // SIGINT): the last checkpoint on disk is whole, since checkpoints are
-// replaced atomically (policy/posix_file.hpp).
+// replaced atomically (policy/io/posix_file.hpp).
 #pragma once
 
 namespace mambarl {

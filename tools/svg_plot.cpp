@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "kernels/check.hpp"
-#include "policy/posix_file.hpp"
+#include "kernels/base/check.hpp"
+#include "policy/io/posix_file.hpp"
 
 namespace mambarl {
 

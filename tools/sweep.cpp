@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "kernels/config_node.hpp"
+#include "kernels/base/config_node.hpp"
 #include "policy/policy_config.hpp"
 
 namespace fs = std::filesystem;

@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/check.hpp"
-#include "policy/posix_file.hpp"
+#include "kernels/base/check.hpp"
+#include "policy/io/posix_file.hpp"
 #include "tools/experiment.hpp"
 #include "tools/metrics_log.hpp"
 #include "tools/policy_session.hpp"

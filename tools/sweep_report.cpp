@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "tools/svg_plot.hpp"
 
 namespace fs = std::filesystem;

@@ -19,9 +19,9 @@
 #include <thread>
 
 #include "envs/builtin_envs.hpp"
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
+#include "policy/io/posix_file.hpp"
 #include "policy/policy_config.hpp"
-#include "policy/posix_file.hpp"
 #include "tools/actor_watchdog.hpp"
 #include "tools/bounded_queue.hpp"
 #include "tools/learner_loop.hpp"
@@ -213,7 +213,8 @@ class Run {
     return ranks_.size() == 1 ? mine : ranks_.any(mine, "the check whether any rank stops");
   }
   std::string resolved_yaml() const {
-    return exp_.resolved_yaml(session_->policy->resolved_config(), session_->device);
+    return exp_.resolved_yaml(resolved_env_config(exp_.section("env")), session_->policy->resolved_config(),
+                              session_->device);
   }
   double lr_now() const {
     if (al_.lr_schedule == "constant") return al_.lr;

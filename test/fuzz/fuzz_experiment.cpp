@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "tools/experiment.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -25,10 +25,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const mambarl::Experiment e = mambarl::parse_experiment(parts[0], "<fuzz>.yaml", overrides);
     // A config that loads must also write itself back (stored in every checkpoint)
-    // and read back the same way.
-    const std::string resolved = e.resolved_yaml("{type: mamba1}", e.runtime.device);
+    // and read back the same way. The env and policy sections stand in as given:
+    // this target builds only the loader, not the env types or the plugin.
+    const std::string resolved = e.resolved_yaml(e.root["env"], "{type: mamba1}", e.runtime.device);
     const mambarl::Experiment again = mambarl::parse_experiment(resolved, "<fuzz resolved>.yaml", {});
-    if (again.resolved_yaml("{type: mamba1}", again.runtime.device) != resolved) __builtin_trap();
+    if (again.resolved_yaml(again.root["env"], "{type: mamba1}", again.runtime.device) != resolved)
+      __builtin_trap();
   } catch (const mambarl::Error&) {
     // refused with a message: the expected outcome for most inputs
   }

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "plugin/plugin_host.hpp"
 #include "plugin/tensor_view.hpp"
 #include "test/fuzz/fuzz_input.hpp"

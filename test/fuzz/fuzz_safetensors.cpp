@@ -1,4 +1,4 @@
-// libFuzzer target: the safetensors checkpoint reader (policy/safetensors.cpp),
+// libFuzzer target: the safetensors checkpoint reader (policy/io/safetensors.cpp),
 // which treats its file as hostile. The input is the whole file, served from a
 // memfd (read_safetensors wants a path; /proc/self/fd/N is one without disk I/O).
 // Refusal must be a mambarl::Error; what it accepts must be self-consistent.
@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/check.hpp"
-#include "policy/safetensors.hpp"
+#include "kernels/base/check.hpp"
+#include "policy/io/safetensors.hpp"
 
 namespace {
 

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/config_node.hpp"
-#include "kernels/rng.hpp"
+#include "kernels/base/config_node.hpp"
+#include "kernels/base/rng.hpp"
 #include "plugin/mambarl_plugin.h"
 
 #ifndef CONFLICT_NAME

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "policy/cpu_actor.hpp"
 #include "policy/cpu_learner.hpp"
 #include "tools/alloc_counter.hpp"

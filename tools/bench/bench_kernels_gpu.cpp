@@ -7,11 +7,11 @@
 #include <sstream>
 #include <vector>
 
+#include "kernels/base/rng.hpp"
 #include "kernels/cuda_check.cuh"
 #include "kernels/device_buffer.cuh"
 #include "kernels/linear.cuh"
 #include "kernels/mamba1_step.cuh"
-#include "kernels/rng.hpp"
 
 namespace mambarl {
 

@@ -10,13 +10,13 @@
 
 #include "kernels/clock_probe.cuh"
 #include "kernels/cuda_check.cuh"
+#include "kernels/cuda_graph.cuh"
 #include "kernels/cuda_handles.cuh"
 #include "kernels/device_buffer.cuh"
 #include "kernels/event_timing.cuh"
-#include "policy/cuda_graph.hpp"
 #include "policy/gpu_actor.hpp"
+#include "policy/io/strict_json.hpp"
 #include "policy/policy_config.hpp"
-#include "policy/strict_json.hpp"
 #include "tools/bench/bench_kernels_gpu.hpp"
 
 namespace mambarl {

@@ -22,7 +22,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 #include "policy/policy_config.hpp"  // policy_type
 #include "tools/experiment.hpp"
 #include "tools/svg_plot.hpp"

@@ -7,9 +7,9 @@
 #include <sstream>
 #include <vector>
 
+#include "kernels/base/rng.hpp"
 #include "kernels/cuda_check.cuh"
 #include "kernels/device_buffer.cuh"
-#include "kernels/rng.hpp"
 #include "policy/gpu_learner.hpp"
 #include "policy/gpu_mixer.hpp"
 #include "policy/policy_config.hpp"

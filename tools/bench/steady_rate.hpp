@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 
 namespace mambarl {
 

@@ -30,7 +30,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "kernels/config_node.hpp"
+#include "kernels/base/config_node.hpp"
 
 namespace mambarl {
 

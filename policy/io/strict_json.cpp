@@ -1,8 +1,8 @@
-#include "policy/strict_json.hpp"
+#include "policy/io/strict_json.hpp"
 
 #include <set>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 
 namespace mambarl {
 

@@ -1,4 +1,4 @@
-#include "policy/safetensors.hpp"
+#include "policy/io/safetensors.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,9 +15,9 @@
 #include <string_view>
 #include <system_error>
 
-#include "kernels/check.hpp"
-#include "policy/posix_file.hpp"
-#include "policy/strict_json.hpp"
+#include "kernels/base/check.hpp"
+#include "policy/io/posix_file.hpp"
+#include "policy/io/strict_json.hpp"
 
 namespace mambarl {
 

@@ -17,8 +17,8 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "kernels/check.hpp"
-#include "kernels/override_log.hpp"
+#include "kernels/base/check.hpp"
+#include "kernels/base/override_log.hpp"
 
 namespace mambarl {
 

@@ -1,4 +1,4 @@
-#include "policy/posix_file.hpp"
+#include "policy/io/posix_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 #include <system_error>
 #include <thread>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 
 namespace mambarl {
 
