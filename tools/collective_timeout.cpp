@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "kernels/check.hpp"
+#include "kernels/base/check.hpp"
 
 namespace mambarl {
 
