@@ -102,8 +102,8 @@ class GpuBatchedEnv final : public GpuVecEnv {
     // default-constructed streams, zeros elsewhere (what save_state() gives before reset()).
     const std::vector<Env> envs(envs_.size(), prototype);
     const std::vector<Rng> rngs(envs_.size());
-    MAMBARL_CUDA_CHECK(cudaMemcpy(envs_.data(), envs.data(), envs_.bytes(), cudaMemcpyHostToDevice));
-    MAMBARL_CUDA_CHECK(cudaMemcpy(rngs_.data(), rngs.data(), rngs_.bytes(), cudaMemcpyHostToDevice));
+    copy_to_device(envs_.data(), envs.data(), envs.size());
+    copy_to_device(rngs_.data(), rngs.data(), rngs.size());
     zero(obs_);
     zero(final_obs_);
     zero(reward_);

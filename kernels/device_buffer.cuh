@@ -91,6 +91,11 @@ std::vector<T> copy_to_host(const DeviceBuffer<T>& d, cudaStream_t stream = null
   return copy_to_host(d.data(), d.size(), stream);
 }
 
+// Use this, never a bare cudaMemcpy, for host-to-device uploads: from pageable
+// memory cudaMemcpy may return before its DMA has landed (CUDA Runtime API,
+// "API synchronization behavior"), and our streams are non-blocking, so a
+// kernel on one of them could read the old bytes. Synchronising the copy's
+// stream makes the data final before this returns.
 template <typename T>
 void copy_to_device(T* device, const T* host, size_t n, cudaStream_t stream = nullptr) {
   if (n == 0) return;

@@ -103,7 +103,7 @@ void GpuMamba3Mixer::prepare(int T, int B) {
   chunk_.T = T;
   chunk_.B = B;
   const std::vector<float> ones(ones_n_, 1.f);
-  MAMBARL_CUDA_CHECK(cudaMemcpy(ones_, ones.data(), ones_n_ * sizeof(float), cudaMemcpyHostToDevice));
+  copy_to_device(ones_, ones.data(), ones_n_);
 }
 
 void GpuMamba3Mixer::forward(const float* params, const float* U, const uint8_t* starts,

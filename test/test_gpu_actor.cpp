@@ -343,7 +343,7 @@ BOOST_AUTO_TEST_CASE(device_weights_equal_host_weights) {
       GpuActor host = ap.gpu(B, 8), dev = ap.gpu(B, 8);
       host.set_weights(ap.weights.data(), ap.weights.size(), 3);
       DeviceBuffer<float> d(ap.weights.size());
-      MAMBARL_CUDA_CHECK(cudaMemcpy(d.data(), ap.weights.data(), d.bytes(), cudaMemcpyHostToDevice));
+      copy_to_device(d.data(), ap.weights.data(), d.size());
       dev.set_weights_device(d.data(), d.size(), 3);
       BOOST_CHECK_EQUAL(dev.weights_version(), 3);
       StepIO a(B, c.obs_dim, c.head.act_width()), b(B, c.obs_dim, c.head.act_width());

@@ -86,9 +86,9 @@ void check_linear_rows(bool bf16) {
           }
         DeviceBuffer<float> dx(nx), dw(nw), dy(ny);
         DeviceBuffer<__nv_bfloat16> dwh(nw);
-        MAMBARL_CUDA_CHECK(cudaMemcpy(dx.data(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
-        MAMBARL_CUDA_CHECK(cudaMemcpy(dw.data(), w.data(), dw.bytes(), cudaMemcpyHostToDevice));
-        MAMBARL_CUDA_CHECK(cudaMemcpy(dy.data(), y0.data(), dy.bytes(), cudaMemcpyHostToDevice));
+        copy_to_device(dx.data(), x.data(), dx.size());
+        copy_to_device(dw.data(), w.data(), dw.size());
+        copy_to_device(dy.data(), y0.data(), dy.size());
         if (bf16) {
           cuda::to_bf16(nw, dw.data(), dwh.data(), s);
           cuda::linear_rows(sh.M, sh.in, sh.out, dx.data(), dwh.data(), beta, dy.data(), s);

@@ -28,9 +28,7 @@ constexpr int kStateCopies = 4;
 DeviceBuffer<float> random_buffer(size_t n, Rng& rng, double scale, double shift = 0.0) {
   std::vector<float> h(n);
   for (auto& v : h) v = static_cast<float>(scale * rng.normal() + shift);
-  DeviceBuffer<float> d(n);
-  MAMBARL_CUDA_CHECK(cudaMemcpy(d.data(), h.data(), d.bytes(), cudaMemcpyHostToDevice));
-  return d;
+  return to_device(h);
 }
 
 DeviceBuffer<__nv_bfloat16> bf16_of(const DeviceBuffer<float>& f, cudaStream_t s) {
@@ -105,7 +103,7 @@ std::string bench_kernels_gpu_json(int B, int D) {
   std::vector<uint8_t> starts_h(Bz, 0);
   for (size_t b = 0; b < Bz; b += 64) starts_h[b] = 1;  // a few episode starts, as in a rollout
   DeviceBuffer<uint8_t> starts(Bz);
-  MAMBARL_CUDA_CHECK(cudaMemcpy(starts.data(), starts_h.data(), Bz, cudaMemcpyHostToDevice));
+  copy_to_device(starts.data(), starts_h.data(), Bz);
   const DeviceBuffer<__nv_bfloat16> w_in_h = bf16_of(w_in, s), w_out_h = bf16_of(w_out, s),
                                     x_proj_h = bf16_of(x_proj, s), dt_w_h = bf16_of(dt_w, s);
   const cuda::Mamba1Weights<float> w{conv_w.data(), vecs.data(), x_proj.data(), dt_w.data(),

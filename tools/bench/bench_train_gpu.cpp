@@ -87,14 +87,9 @@ std::string bench_shape(const std::string& type, const GpuTrainShape& s, Precisi
 
   // Then the same chunk resident on the device, as GPU-resident rollouts
   // (env.backend: cuda) hand it over: the update alone.
-  const auto upload = [](const auto& v) {
-    DeviceBuffer<std::decay_t<decltype(v[0])>> d(v.size());
-    MAMBARL_CUDA_CHECK(cudaMemcpy(d.data(), v.data(), d.bytes(), cudaMemcpyHostToDevice));
-    return d;
-  };
-  const auto d_obs = upload(obs), d_actions = upload(actions), d_logp = upload(logp), d_adv = upload(adv),
-             d_ret = upload(ret), d_state0 = upload(state0);
-  const auto d_starts = upload(starts);
+  const auto d_obs = to_device(obs), d_actions = to_device(actions), d_logp = to_device(logp),
+             d_adv = to_device(adv), d_ret = to_device(ret), d_state0 = to_device(state0);
+  const auto d_starts = to_device(starts);
   ChunkView dv{s.T,          s.B,          d_obs.data(),    d_actions.data(), d_logp.data(),
                d_adv.data(), d_ret.data(), d_starts.data(), d_state0.data()};
   dv.on_device = true;
