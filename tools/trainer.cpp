@@ -212,10 +212,6 @@ class Run {
                       (rt_.stop_after_updates > 0 && s_.update >= rt_.stop_after_updates);
     return ranks_.size() == 1 ? mine : ranks_.any(mine, "the check whether any rank stops");
   }
-  std::string resolved_yaml() const {
-    return exp_.resolved_yaml(resolved_env_config(exp_.section("env")), session_->policy->resolved_config(),
-                              session_->device);
-  }
   double lr_now() const {
     if (al_.lr_schedule == "constant") return al_.lr;
     const double frac = 1.0 - static_cast<double>(s_.env_steps) / static_cast<double>(al_.total_env_steps);
@@ -252,6 +248,9 @@ class Run {
   WeightsBoard board_;
   RunState s_;
   const std::string ckpt_path_, curve_path_;
+  // The experiment as this run resolved it (config.yaml and every checkpoint's
+  // "experiment"): fixed once build() has the plugin and the envs.
+  std::string resolved_yaml_;
   Clock::time_point t0_;
   double wall_before_ = 0;  // wall time of the run before a resume
   // When the last update's bookkeeping ended: the time from there to the
@@ -408,8 +407,10 @@ void Run::build() {
     learner_ =
         std::make_unique<LearnerLoop>(*session_->policy, al_, derive_seed(rt_.seed, 7), K_, Bk_, ranks_,
                                       /*even_shares=*/ranks_.size() > 1 && session_->device == "cuda");
+  resolved_yaml_ = exp_.resolved_yaml(resolved_env_config(exp_.section("env")),
+                                     session_->policy->resolved_config(), session_->device);
   if (ranks_.is_root())
-    write_file_atomically((fs::path(rt_.out_dir) / "config.yaml").string(), resolved_yaml() + "\n");
+    write_file_atomically((fs::path(rt_.out_dir) / "config.yaml").string(), resolved_yaml_ + "\n");
 }
 
 // What data-parallel ranks need from the config, checked before anything is
@@ -551,7 +552,7 @@ RolloutContext Run::empty_context() const {
 
 void Run::save_checkpoint() {
   std::map<std::string, std::string> meta{
-      {"experiment", resolved_yaml()},
+      {"experiment", resolved_yaml_},
       {"runner.update", std::to_string(s_.update)},
       {"runner.env_steps", std::to_string(s_.env_steps)},
       {"runner.episodes", std::to_string(s_.episodes)},

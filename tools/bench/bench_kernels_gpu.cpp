@@ -102,8 +102,7 @@ std::string bench_kernels_gpu_json(int B, int D) {
   DeviceBuffer<float> a = random_buffer(E * N, rng, 0.2, -1.0);            // (E, N) A < 0
   std::vector<uint8_t> starts_h(Bz, 0);
   for (size_t b = 0; b < Bz; b += 64) starts_h[b] = 1;  // a few episode starts, as in a rollout
-  DeviceBuffer<uint8_t> starts(Bz);
-  copy_to_device(starts.data(), starts_h.data(), Bz);
+  const DeviceBuffer<uint8_t> starts = to_device(starts_h);
   const DeviceBuffer<__nv_bfloat16> w_in_h = bf16_of(w_in, s), w_out_h = bf16_of(w_out, s),
                                     x_proj_h = bf16_of(x_proj, s), dt_w_h = bf16_of(dt_w, s);
   const cuda::Mamba1Weights<float> w{conv_w.data(), vecs.data(), x_proj.data(), dt_w.data(),
