@@ -18,12 +18,14 @@
 #include "kernels/device_buffer.cuh"
 #include "kernels/gae.cuh"
 #include "kernels/gather_columns.cuh"
+#include "kernels/return_norm.cuh"
 #include "kernels/reward_scale.cuh"
 #include "test/gpu_test_util.hpp"
 #include "test/train_util.hpp"
 #include "tools/device_rollout.hpp"
 #include "tools/gae.hpp"
 #include "tools/policy_session.hpp"
+#include "tools/return_normalizer.hpp"
 #include "tools/reward_scaler.hpp"
 #include "tools/rollout.hpp"
 
@@ -140,6 +142,34 @@ BOOST_AUTO_TEST_CASE(device_reward_scaling_matches_reward_scaler) {
   }
 }
 
+// Three consecutive chunks, so the running statistics carry over as in a run.
+BOOST_AUTO_TEST_CASE(device_return_normalization_matches_return_normalizer) {
+  require_gpu();
+  std::mt19937 g(11);
+  const int T = 16, B = 300;
+  const size_t n = static_cast<size_t>(T) * B;
+  ReturnNormalizer cpu;
+  DeviceBuffer<double> stats = to_device(cpu.state());
+  for (int chunk = 0; chunk < 3; ++chunk) {
+    BOOST_TEST_CONTEXT("chunk " << chunk) {
+      std::vector<float> v = random_floats(n, g, 0.3f, 2.f), ret = random_floats(n, g, 5.f + chunk, 3.f);
+      auto dv = to_device(v), dret = to_device(ret);
+      cuda::denormalize_values(dv.data(), n, stats.data(), nullptr);
+      cpu.denormalize(v.data(), n);
+      check_close(copy_to_host(dv), v, 1e-6, "values in reward units");
+      cuda::normalize_returns(dret.data(), n, stats.data(), nullptr);
+      cpu.normalize(ret.data(), n, T);
+      // Two-pass batch statistics in double, summed in another order: ~1e-13
+      // relative, so a standardised target differs by about a float ulp.
+      check_close(copy_to_host(dret), ret, 1e-5, "standardised returns");
+      const std::vector<double> dev = copy_to_host(stats), ref = cpu.state();
+      BOOST_TEST(dev[2] == ref[2]);  // count: exact
+      check_close(std::vector<double>(dev.begin(), dev.begin() + 2), std::vector<double>(ref.begin(), ref.begin() + 2),
+                  1e-10, "mean, var");
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(device_gather_matches_host_gather) {
   require_gpu();
   std::mt19937 g(7);
@@ -175,11 +205,12 @@ BOOST_AUTO_TEST_CASE(device_gather_matches_host_gather) {
 
 namespace {
 
-Experiment runner_experiment(const std::string& env, int B, int T) {
+Experiment runner_experiment(const std::string& env, int B, int T, bool normalize_returns) {
   std::ostringstream y;
   y << "env: {" << env << ", num_envs: " << B << "}\n"
     << "policy: {type: mamba1, d_model: 16, n_layers: 1, d_state: 8}\n"
-    << "algo: {chunk_len: " << T << ", normalize_rewards: false}\n"
+    << "algo: {chunk_len: " << T << ", normalize_rewards: false, normalize_returns: "
+    << (normalize_returns ? "true" : "false") << "}\n"
     << "runtime: {device: cuda}\n";
   return parse_experiment(y.str(), "<test_gpu_runner>", {std::string("runtime.plugin=") + MAMBARL_TEST_PLUGIN});
 }
@@ -221,10 +252,11 @@ TwinRollouts make_twin_rollouts(const Experiment& exp, int B, int T) {
 // The first chunk of a GPU-env rollout is the CPU worker's chunk from the
 // same env seed, actor seed and weights (both actors on the GPU): the same
 // actions, rewards and flags, observations within float rounding of the
-// env's dynamics, and the device GAE equal to compute_gae on that chunk.
-// Returns the chunk's truncation flags.
-std::vector<uint8_t> check_gpu_env_chunk(const std::string& env, int B, int T) {
-  const Experiment exp = runner_experiment(env, B, T);
+// env's dynamics, and the device GAE equal to compute_gae on that chunk
+// (with normalize_returns, the value targets standardised as
+// ReturnNormalizer does). Returns the chunk's truncation flags.
+std::vector<uint8_t> check_gpu_env_chunk(const std::string& env, int B, int T, bool normalize_returns = false) {
+  const Experiment exp = runner_experiment(env, B, T, normalize_returns);
   TwinRollouts twins = make_twin_rollouts(exp, B, T);
   Chunk c;
   c.allocate(T, B, twins.O, twins.W, twins.S);
@@ -255,6 +287,9 @@ std::vector<uint8_t> check_gpu_env_chunk(const std::string& env, int B, int T) {
   compute_gae(GaeInputs{T, B, c.rewards.data(), c.values.data(), c.terminated.data(), c.truncated.data(),
                         c.final_values.data(), c.next_values.data()},
               exp.algo.gamma, exp.algo.gae_lambda, adv.data(), ret.data());
+  // The first chunk's values are read back through the initial statistics
+  // (mean 0, var 1): unchanged, so GAE above needs no denormalisation.
+  if (normalize_returns) ReturnNormalizer().normalize(ret.data(), ret.size(), T);
   check_close(copy_to_host(d.advantages), adv, 1e-3, "advantages");  // sums of ~T values within 1e-4 each
   check_close(copy_to_host(d.returns), ret, 1e-3, "returns");
   return c.truncated;
@@ -265,6 +300,11 @@ std::vector<uint8_t> check_gpu_env_chunk(const std::string& env, int B, int T) {
 BOOST_AUTO_TEST_CASE(gpu_env_chunk_matches_cpu_env_chunk) {
   require_gpu();
   check_gpu_env_chunk("type: cartpole", 256, 16);
+}
+
+BOOST_AUTO_TEST_CASE(gpu_env_chunk_with_return_normalization_matches_cpu_env_chunk) {
+  require_gpu();
+  check_gpu_env_chunk("type: cartpole", 256, 16, /*normalize_returns=*/true);
 }
 
 // TMaze of length 1 truncates at 8 steps: no env can in steps 0-6 and many do
@@ -284,14 +324,15 @@ BOOST_AUTO_TEST_CASE(gpu_env_chunk_with_truncations_matches_cpu_env_chunk) {
 
 // A short training run with GPU envs, stopped after 3 updates and resumed, is
 // bit for bit the run that never stopped (env state, actor state and Rng,
-// episode_start flags, the device reward scaler and the shuffle Rng all go
-// through the checkpoint); a checkpoint of a one-lane CPU-env run continues
-// with GPU envs (the same env-state bytes and reward-scaler layout).
+// episode_start flags, the device reward scaler, the return normaliser and
+// the shuffle Rng all go through the checkpoint); a checkpoint of a one-lane
+// CPU-env run continues with GPU envs (the same env-state bytes and
+// reward-scaler and return-normaliser layouts).
 BOOST_AUTO_TEST_CASE(gpu_env_training_resumes_bit_exactly) {
   require_gpu();
   const std::vector<std::string> budget = {"env.backend=cuda",        "env.num_envs=256",
                                            "algo.total_env_steps=49152", "runtime.checkpoint_every=0",
-                                           "runtime.device=cuda"};
+                                           "runtime.device=cuda",     "algo.normalize_returns=true"};
   const auto whole = out_dir("gpu_env_whole"), split = out_dir("gpu_env_split"), from_cpu = out_dir("cpu_env_to_gpu");
   std::string log;
   const TrainSummary s = train("cartpole_mamba1", whole, budget, false, &log);
@@ -313,7 +354,7 @@ BOOST_AUTO_TEST_CASE(gpu_env_training_resumes_bit_exactly) {
   // One lane: a two-lane (overlap_envs) checkpoint holds two env states and restarts the envs.
   train("cartpole_mamba1", from_cpu,
         {"env.num_envs=256", "algo.total_env_steps=49152", "runtime.checkpoint_every=0", "runtime.device=cuda",
-         "runtime.overlap_envs=off", "runtime.stop_after_updates=3"});
+         "runtime.overlap_envs=off", "runtime.stop_after_updates=3", "algo.normalize_returns=true"});
   const TrainSummary s3 = train("cartpole_mamba1", from_cpu, budget, /*resume=*/true, &log);
   BOOST_TEST(log.find("256 envs on the GPU, ") != std::string::npos);
   BOOST_TEST(log.find("(bit-exact: sync mode)") != std::string::npos);

@@ -28,11 +28,13 @@ namespace {
 
 // 8 envs, 2 minibatches: each rank owns 4 of the 8 columns, so a minibatch
 // of 4 shuffled columns gives the ranks 0 to 4 each (an empty share included
-// over the updates). Reward scaling on, so its global statistics are tested.
+// over the updates). Reward scaling and return normalisation on, so their
+// global statistics are tested.
 constexpr const char* kConfig =
     "env: {type: cartpole, num_envs: 8}\n"
     "policy: {type: mamba1, d_model: 16, n_layers: 1, d_state: 8}\n"
-    "algo: {total_env_steps: 768, chunk_len: 16, epochs: 2, minibatches: 2, normalize_rewards: true}\n"
+    "algo: {total_env_steps: 768, chunk_len: 16, epochs: 2, minibatches: 2, normalize_rewards: true,"
+    " normalize_returns: true}\n"
     "runtime: {device: cpu, sync: true, seed: 3}\n";
 
 fs::path scratch(const std::string& name) {

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -24,6 +26,7 @@
 #include "tools/memory_estimate.hpp"
 #include "tools/metrics_log.hpp"
 #include "tools/policy_session.hpp"
+#include "tools/return_normalizer.hpp"
 #include "tools/ranks.hpp"
 #include "tools/trainer.hpp"
 
@@ -96,6 +99,55 @@ void expect_config_errors(const BadConfig (&cases)[N], const std::string& name) 
 // GPU learners under several ranks (LearnerLoop's even_shares): every rank
 // gets B / minibatches of its own columns per minibatch, in the shuffled
 // order, each exactly once per epoch; one rank gets the global runs.
+// The value targets come out standardised by the statistics of every target
+// seen so far, and the head's outputs go back through the same statistics.
+BOOST_AUTO_TEST_CASE(return_normalizer_standardises_by_the_running_statistics) {
+  std::mt19937 g(3);
+  std::normal_distribution<float> d(4.f, 3.f);
+  const int T = 8, B = 50;
+  const size_t n = static_cast<size_t>(T) * B;
+  std::vector<float> first(n), second(n);
+  for (float& x : first) x = d(g);
+  for (float& x : second) x = 2.f * d(g);  // another scale: the merge must weigh both chunks
+  const auto mean_var = [](const std::vector<float>& x) {
+    double m = 0, v = 0;
+    for (const float e : x) m += e;
+    m /= static_cast<double>(x.size());
+    for (const float e : x) v += (e - m) * (e - m);
+    return std::make_pair(m, v / static_cast<double>(x.size()));
+  };
+  ReturnNormalizer norm;
+  std::vector<float> head = {0.f, 1.f, -2.f};
+  norm.denormalize(head.data(), head.size());  // initial statistics (0, 1): no change
+  BOOST_TEST((head == std::vector<float>{0.f, 1.f, -2.f}));
+
+  std::vector<float> out = first;
+  norm.normalize(out.data(), n, T);
+  const auto [m1, v1] = mean_var(out);
+  BOOST_TEST(std::abs(m1) < 1e-6);
+  BOOST_TEST(std::abs(v1 - 1.0) < 1e-5);
+
+  std::vector<float> both = first;
+  both.insert(both.end(), second.begin(), second.end());
+  const auto [m_all, v_all] = mean_var(both);
+  out = second;
+  norm.normalize(out.data(), n, T);
+  const std::vector<double> st = norm.state();
+  BOOST_TEST(std::abs(st[0] - m_all) < 1e-9 * std::abs(m_all));
+  BOOST_TEST(std::abs(st[1] - v_all) < 1e-9 * v_all);
+  BOOST_TEST(st[2] == 2.0 * n);
+  for (size_t i = 0; i < n; i += 37)
+    BOOST_TEST(std::abs(out[i] - (second[i] - m_all) / std::sqrt(v_all)) < 1e-5);
+  // A standardised value read back in reward units is the target it stood for.
+  norm.denormalize(out.data(), n);
+  for (size_t i = 0; i < n; i += 37) BOOST_TEST(std::abs(out[i] - second[i]) < 1e-5 * std::max(1.f, std::abs(second[i])));
+  // What a checkpoint keeps and restores.
+  ReturnNormalizer resumed;
+  BOOST_TEST(resumed.set_state(st));
+  BOOST_TEST(resumed.state() == st);
+  BOOST_TEST(!resumed.set_state({1.0, 2.0}));
+}
+
 BOOST_AUTO_TEST_CASE(even_shares_give_every_rank_one_minibatch_shape) {
   const int N = 3, B = 4, minibatches = 2, share = B / minibatches;
   std::vector<int> order(N * B);

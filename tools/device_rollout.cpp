@@ -2,8 +2,10 @@
 
 #include "kernels/gae.cuh"
 #include "kernels/graph_if_any.cuh"
+#include "kernels/return_norm.cuh"
 #include "kernels/reward_scale.cuh"
 #include "kernels/rollout_record.cuh"
+#include "tools/return_normalizer.hpp"
 
 namespace mambarl {
 
@@ -40,6 +42,7 @@ DeviceRollout::DeviceRollout(std::unique_ptr<GpuVecEnv> env, std::unique_ptr<Act
       starts_(static_cast<size_t>(B_)),
       peek_(static_cast<size_t>(B_)),
       scaler_(3 + static_cast<size_t>(B_)),
+      return_stats_(3),
       terminated_h_(static_cast<size_t>(chunk_len) * B_),
       truncated_h_(static_cast<size_t>(chunk_len) * B_),
       episode_return_h_(static_cast<size_t>(chunk_len) * B_),
@@ -57,6 +60,7 @@ DeviceRollout::DeviceRollout(std::unique_ptr<GpuVecEnv> env, std::unique_ptr<Act
   std::vector<double> scaler(scaler_.size(), 0.0);
   scaler[1] = 1.0;  // RewardScaler's initial (mean 0, var 1, count 0)
   set_reward_scaler_state(scaler);  // synchronises the stream
+  set_return_normalizer_state(ReturnNormalizer().state());
   (void)cuda::graph_conditionals_supported();  // probed here, not first inside the chunk's capture
 }
 
@@ -125,9 +129,13 @@ void DeviceRollout::record(cudaStream_t s) {
     a.returns = scaler_.data() + 3;
     cuda::scale_rewards(a, algo_.gamma, s);
   }
+  if (algo_.normalize_returns)
+    for (auto* v : {&c.values, &c.final_values, &c.next_values})
+      cuda::denormalize_values(v->data(), v->size(), return_stats_.data(), s);
   const GaeInputs g{c.T, B, c.rewards.data(), c.values.data(), c.terminated.data(), c.truncated.data(),
                     c.final_values.data(), c.next_values.data()};
   cuda::gae(g, algo_.gamma, algo_.gae_lambda, c.advantages.data(), c.returns.data(), s);
+  if (algo_.normalize_returns) cuda::normalize_returns(c.returns.data(), c.returns.size(), return_stats_.data(), s);
 }
 
 void DeviceRollout::collect(Chunk& stats) {
@@ -143,7 +151,8 @@ void DeviceRollout::collect(Chunk& stats) {
                     GraphBinding::buffer("rewards", c.rewards), GraphBinding::buffer("starts", c.starts),
                     GraphBinding::buffer("initial_state", c.initial_state),
                     GraphBinding::buffer("advantages", c.advantages), GraphBinding::buffer("next_starts", starts_),
-                    GraphBinding::buffer("reward_scaler", scaler_)},
+                    GraphBinding::buffer("reward_scaler", scaler_),
+                    GraphBinding::buffer("return_stats", return_stats_)},
                    [&](cudaStream_t cs) { record(cs); });
   }
   graph_.launch(s);
@@ -193,6 +202,16 @@ void DeviceRollout::set_reward_scaler_state(const std::vector<double>& s) {
                 "DeviceRollout: a reward-scaler state of " << s.size() << " values for " << B_ << " envs (want "
                                                            << scaler_.size() << ")");
   copy_to_device(scaler_.data(), s.data(), s.size(), stream());
+}
+
+std::vector<double> DeviceRollout::return_normalizer_state() const {
+  return copy_to_host(return_stats_, stream());
+}
+
+bool DeviceRollout::set_return_normalizer_state(const std::vector<double>& s) {
+  if (s.size() != return_stats_.size()) return false;
+  copy_to_device(return_stats_.data(), s.data(), s.size(), stream());
+  return true;
 }
 
 }  // namespace mambarl

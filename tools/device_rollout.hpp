@@ -81,6 +81,10 @@ class DeviceRollout {
   // RewardScaler::state()'s layout for one worker: mean, var, count, G (B).
   std::vector<double> reward_scaler_state() const;
   void set_reward_scaler_state(const std::vector<double>& s);
+  // ReturnNormalizer::state()'s layout: mean, var, count. set: false if s
+  // has another size.
+  std::vector<double> return_normalizer_state() const;
+  bool set_return_normalizer_state(const std::vector<double>& s);
   // The learner context the next chunk will see (RolloutContext's layout):
   // obs (context_T, B, obs_dim), starts (context_T, B), states (K, B, state_size).
   std::vector<float> context_obs() const;
@@ -103,6 +107,7 @@ class DeviceRollout {
   DeviceBuffer<uint8_t> starts_;     // (B) episode_start of the next step
   DeviceBuffer<float> peek_;         // (B) V(final obs) of the current step
   DeviceBuffer<double> scaler_;      // (3 + B) mean, var, count, G
+  DeviceBuffer<double> return_stats_;  // (3) mean, var, count of the value targets
   PinnedBuffer<uint8_t> terminated_h_, truncated_h_;  // (T, B)
   PinnedBuffer<float> episode_return_h_;               // (T, B)
   PinnedBuffer<int32_t> episode_length_h_;             // (T, B)

@@ -23,6 +23,7 @@ const Schema<AlgoConfig>& algo_schema() {
     number("gamma", &A::gamma, 0.0, 1.0, "discount"),
     number("gae_lambda", &A::gae_lambda, 0.0, 1.0, "GAE lambda"),
     value("normalize_rewards", &A::normalize_rewards, "divide rewards by the running std of the discounted return"),
+    value("normalize_returns", &A::normalize_returns, "train the value head on value targets standardised by their running mean and std; GAE reads its outputs back in reward units"),
     number("epochs", &A::epochs, 1, 1000, "PPO epochs over each chunk"),
     number("minibatches", &A::minibatches, 1, 1 << 20, "minibatches per epoch, over sequences (num_envs / minibatches each)"),
     number("lr", &A::lr, 0.0, 1.0, "Adam learning rate"),

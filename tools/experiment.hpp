@@ -29,6 +29,7 @@ struct AlgoConfig {
   double gamma = 0.99;
   double gae_lambda = 0.95;
   bool normalize_rewards = true;  // divide rewards by the running std of the discounted return
+  bool normalize_returns = false;  // the value head learns standardised targets (tools/return_normalizer.hpp)
   int epochs = 4;
   int minibatches = 4;           // over sequences: each holds num_envs / minibatches of them
   double lr = 3e-4;

@@ -66,9 +66,13 @@ LearnerLoop::LearnerLoop(PolicyHandle& policy, const AlgoConfig& algo, uint64_t 
 UpdateStats LearnerLoop::learn(Chunk& c, double lr) {
   if (algo_.normalize_rewards)
     scaler_.scale(c.worker, c.T, c.B, c.rewards.data(), c.terminated.data(), c.truncated.data(), &ranks_);
+  if (algo_.normalize_returns)
+    for (std::vector<float>* v : {&c.values, &c.final_values, &c.next_values})
+      return_norm_.denormalize(v->data(), v->size());
   compute_gae(GaeInputs{c.T, c.B, c.rewards.data(), c.values.data(), c.terminated.data(),
                         c.truncated.data(), c.final_values.data(), c.next_values.data()},
               algo_.gamma, algo_.gae_lambda, c.advantages.data(), c.returns.data());
+  if (algo_.normalize_returns) return_norm_.normalize(c.returns.data(), c.returns.size(), c.T, &ranks_);
 
   // Each sequence: the context_T steps of the previous chunks, then the
   // chunk's T; the loss arrays cover the chunk's T only. Under several ranks

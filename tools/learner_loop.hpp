@@ -10,6 +10,7 @@
 #include "kernels/base/rng.hpp"
 #include "plugin/plugin_host.hpp"
 #include "tools/experiment.hpp"
+#include "tools/return_normalizer.hpp"
 #include "tools/reward_scaler.hpp"
 #include "tools/rollout.hpp"
 
@@ -59,10 +60,12 @@ class LearnerLoop {
   LearnerLoop(PolicyHandle& policy, const AlgoConfig& algo, uint64_t seed, int num_workers,
               int envs_per_worker, Ranks& ranks, bool even_shares = false);
   // Scales the chunk's rewards (if algo.normalize_rewards), computes GAE, and
-  // runs epochs × minibatches of train_step.
+  // runs epochs × minibatches of train_step. With algo.normalize_returns the
+  // chunk's values are rewritten in reward units and its returns standardised.
   UpdateStats learn(Chunk& chunk, double lr);
   Rng& rng() { return rng_; }                        // minibatch shuffling; saved in checkpoints
   RewardScaler& reward_scaler() { return scaler_; }  // saved in checkpoints
+  ReturnNormalizer& return_normalizer() { return return_norm_; }  // saved in checkpoints
 
  private:
   PolicyHandle& policy_;
@@ -71,6 +74,7 @@ class LearnerLoop {
   bool even_shares_;
   Rng rng_;
   RewardScaler scaler_;
+  ReturnNormalizer return_norm_;
   std::vector<int> order_;  // (N * B) shuffled global columns
   std::vector<int> mine_;   // this rank's columns of one minibatch, local indices
   // One minibatch, gathered (T, Bm, ...) time-major.

@@ -1,5 +1,6 @@
 #include "tools/trainer.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -181,6 +182,9 @@ class Run {
   std::vector<double> reward_scaler_state() const;
   std::vector<double> global_reward_scaler_state();
   bool set_reward_scaler_state(const std::vector<double>& s);
+  // (mean, var, count): the same on every rank.
+  std::vector<double> return_normalizer_state() const;
+  bool set_return_normalizer_state(const std::vector<double>& s);
   void add_worker_states(std::vector<ExtraTensor>& extra);
   void save_checkpoint();
 #if MAMBARL_HAVE_CUDA
@@ -537,6 +541,20 @@ bool Run::set_reward_scaler_state(const std::vector<double>& global) {
   return learner_->reward_scaler().set_state(s);
 }
 
+std::vector<double> Run::return_normalizer_state() const {
+#if MAMBARL_HAVE_CUDA
+  if (gpu_envs_) return gpu_rollout_->return_normalizer_state();
+#endif
+  return learner_->return_normalizer().state();
+}
+
+bool Run::set_return_normalizer_state(const std::vector<double>& s) {
+#if MAMBARL_HAVE_CUDA
+  if (gpu_envs_) return gpu_rollout_->set_return_normalizer_state(s);
+#endif
+  return learner_->return_normalizer().set_state(s);
+}
+
 void Run::publish_weights() {
   std::lock_guard<std::mutex> lk(board_.m);
   session_->policy->get_weights(board_.w);
@@ -570,6 +588,7 @@ void Run::save_checkpoint() {
   const std::vector<double> scaler = global_reward_scaler_state();
   const auto* sb = reinterpret_cast<const uint8_t*>(scaler.data());
   extra.push_back(ExtraTensor::u8("runner.reward_scaler", std::vector<uint8_t>(sb, sb + scaler.size() * sizeof(double))));
+  extra.push_back(ExtraTensor::u8("runner.return_normalizer", bytes_of(return_normalizer_state())));
   // Env, actor and rollout state: exact only in sync mode, where actors are
   // quiescent between updates (async resume restarts the envs).
 #if MAMBARL_HAVE_CUDA
@@ -696,6 +715,14 @@ void Run::restore(const std::string& path) {
                                            << ", or train without --resume");
   MAMBARL_CHECK(set_reward_scaler_state(scaler),
                 path << ": runner.reward_scaler does not fit this run's " << num_envs_ << " envs");
+  // Checkpoints from before algo.normalize_returns existed have none: the
+  // statistics start afresh.
+  if (std::any_of(ck.extra.begin(), ck.extra.end(),
+                  [](const ExtraTensor& t) { return t.name == "runner.return_normalizer"; })) {
+    const std::vector<uint8_t>& nb = ck.tensor("runner.return_normalizer").bytes;
+    MAMBARL_CHECK(nb.size() == 3 * sizeof(double) && set_return_normalizer_state(values_of<double>(nb)),
+                  path << ": runner.return_normalizer has " << nb.size() << " bytes, not 3 doubles");
+  }
   // Checkpoints from before overlap_envs existed have one lane.
   const int saved_lanes = ck.metadata.count("runner.env_lanes") ? static_cast<int>(num("runner.env_lanes")) : 1;
   const bool exact = rt_.sync && num("runner.sync") == 1.0 && saved_lanes == lanes_;

@@ -1,0 +1,95 @@
+// Value-target normalisation, algo.normalize_returns (Sample Factory's
+// normalize_returns, MAPPO's ValueNorm): the value head learns standardised
+// targets (R - mean) / std, with the mean and std of every value target seen
+// so far, and GAE reads the head's outputs back in reward units
+// (v * std + mean). The value loss is then O(1) whatever the rewards' scale,
+// and the rewards themselves are left alone.
+//
+// Off by default. Measured on the CPU (RESULTS.md "Reward scaling and long
+// memory"): with reward scaling off it rescues CartPole (Mamba-1 90 -> 500)
+// and RepeatPrevious (Mamba-3 0.70 -> 0.99), but on T-maze 40 it brings back
+// the failures that turning reward scaling off had removed.
+//
+// Host side; kernels/return_norm.cuh is the device twin for GPU envs, with
+// the same state layout (mean, var, count).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "tools/ranks.hpp"
+
+namespace mambarl {
+
+// The std the targets are divided by; eps keeps a constant target finite.
+inline double return_std(double var) { return std::sqrt(var + 1e-8); }
+
+class ReturnNormalizer {
+ public:
+  // The value head's standardised outputs (n) into reward units, in place.
+  void denormalize(float* v, size_t n) const {
+    const double sd = return_std(var_);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(v[i] * sd + mean_);
+  }
+
+  // Merges one chunk's value targets (T x B of them, reward units) into the
+  // running statistics, then standardises them in place. Under several ranks
+  // the batch statistics are those of every rank's targets in the
+  // one-process order (step t: rank 0's envs, then rank 1's, ...), so each
+  // rank keeps the one-process run's statistics. ranks null: one process.
+  void normalize(float* returns, size_t n, int T, Ranks* ranks = nullptr) {
+    const float* all = returns;
+    int N = 1;
+    if (ranks != nullptr && ranks->size() > 1) {
+      std::vector<uint8_t> mine(n * sizeof(float));
+      std::memcpy(mine.data(), returns, mine.size());
+      all_.clear();
+      for (const auto& bytes :
+           ranks->all_gather(mine, "gathering the value targets for return normalisation")) {
+        all_.resize(all_.size() + bytes.size() / sizeof(float));
+        std::memcpy(all_.data() + all_.size() - bytes.size() / sizeof(float), bytes.data(), bytes.size());
+      }
+      all = all_.data();
+      N = ranks->size();
+    }
+    const size_t B = n / static_cast<size_t>(T);
+    // Two passes in double, in one fixed order: the batch's mean, then its
+    // squared deviations from it.
+    double sum = 0, m2 = 0;
+    for_each_in_order(all, T, N, B, [&](double x) { sum += x; });
+    const double n_b = static_cast<double>(n) * N, mean_b = sum / n_b;
+    for_each_in_order(all, T, N, B, [&](double x) { m2 += (x - mean_b) * (x - mean_b); });
+    // Chan et al.'s merge of (count, mean, var) with the batch's; with count 0
+    // the initial var is weighted by 0.
+    const double total = count_ + n_b, delta = mean_b - mean_;
+    var_ = (var_ * count_ + m2 + delta * delta * count_ * n_b / total) / total;
+    mean_ += delta * n_b / total;
+    count_ = total;
+    const double inv_sd = 1.0 / return_std(var_);
+    for (size_t i = 0; i < n; ++i) returns[i] = static_cast<float>((returns[i] - mean_) * inv_sd);
+  }
+
+  // (mean, var, count): everything needed to continue bit-exactly after a resume.
+  std::vector<double> state() const { return {mean_, var_, count_}; }
+  bool set_state(const std::vector<double>& s) {
+    if (s.size() != 3) return false;
+    mean_ = s[0], var_ = s[1], count_ = s[2];
+    return true;
+  }
+
+ private:
+  // all is (N, T, B); visits it in the one-process order.
+  template <typename F>
+  static void for_each_in_order(const float* all, int T, int N, size_t B, F f) {
+    for (int t = 0; t < T; ++t)
+      for (int r = 0; r < N; ++r)
+        for (size_t b = 0; b < B; ++b) f(all[(static_cast<size_t>(r) * T + t) * B + b]);
+  }
+
+  std::vector<float> all_;  // (N, T, B) scratch under N > 1 ranks
+  double mean_ = 0, var_ = 1, count_ = 0;
+};
+
+}  // namespace mambarl
