@@ -3,7 +3,9 @@
 // rewards are divided by std(G) with G_t = γ G_{t-1} + r_t per env, reset at
 // episode ends. Keeps value targets O(1): without it, a shared trunk's value
 // loss (targets up to 1/(1-γ)) swamps the policy gradient and PPO collapses.
-// Only the learner sees scaled rewards; reported returns stay raw.
+// For a sparse reward at an episode's end it scales up instead, by about
+// √(episode length), with the same effect: policy/MATH.md says when to turn
+// it off. Only the learner sees scaled rewards; reported returns stay raw.
 #pragma once
 
 #include <cmath>
