@@ -290,9 +290,14 @@ void ExtraTensor::copy_u8(std::vector<uint8_t>& out) const {
   std::copy(bytes.begin(), bytes.end(), out.begin());
 }
 
-const ExtraTensor& LoadedCheckpoint::tensor(const std::string& name) const {
+const ExtraTensor* LoadedCheckpoint::find(const std::string& name) const {
   for (const auto& t : extra)
-    if (t.name == name) return t;
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+const ExtraTensor& LoadedCheckpoint::tensor(const std::string& name) const {
+  if (const ExtraTensor* t = find(name)) return *t;
   throw Error("checkpoint has no tensor '" + name + "'");
 }
 

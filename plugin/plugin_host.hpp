@@ -104,6 +104,7 @@ struct LoadedCheckpoint {
   std::map<std::string, std::string> metadata;  // all of it, the policy's keys included
   std::vector<ExtraTensor> extra;               // the runner.* tensors, in file order
   const ExtraTensor& tensor(const std::string& name) const;  // Error naming it when absent
+  const ExtraTensor* find(const std::string& name) const;    // null when absent
 };
 
 // One recurrent actor (B envs) of a policy. Sizes are fixed at creation and

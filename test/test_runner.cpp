@@ -96,9 +96,6 @@ void expect_config_errors(const BadConfig (&cases)[N], const std::string& name) 
   fs::remove_all(dir);
 }
 
-// GPU learners under several ranks (LearnerLoop's even_shares): every rank
-// gets B / minibatches of its own columns per minibatch, in the shuffled
-// order, each exactly once per epoch; one rank gets the global runs.
 // The value targets come out standardised by the statistics of every target
 // seen so far, and the head's outputs go back through the same statistics.
 BOOST_AUTO_TEST_CASE(return_normalizer_standardises_by_the_running_statistics) {
@@ -148,6 +145,9 @@ BOOST_AUTO_TEST_CASE(return_normalizer_standardises_by_the_running_statistics) {
   BOOST_TEST(!resumed.set_state({1.0, 2.0}));
 }
 
+// GPU learners under several ranks (LearnerLoop's even_shares): every rank
+// gets B / minibatches of its own columns per minibatch, in the shuffled
+// order, each exactly once per epoch; one rank gets the global runs.
 BOOST_AUTO_TEST_CASE(even_shares_give_every_rank_one_minibatch_shape) {
   const int N = 3, B = 4, minibatches = 2, share = B / minibatches;
   std::vector<int> order(N * B);

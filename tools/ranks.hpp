@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <memory>
@@ -41,6 +42,19 @@ class Ranks {
   // only (gather; the other ranks get an empty list).
   virtual std::vector<std::vector<uint8_t>> all_gather(const std::vector<uint8_t>& mine, const char* what) = 0;
   virtual std::vector<std::vector<uint8_t>> gather(const std::vector<uint8_t>& mine, const char* what) = 0;
+  // all_gather of n trivially copyable values per rank: every rank's, one
+  // after the other in rank order.
+  template <typename T>
+  std::vector<T> all_gather_values(const T* mine, size_t n, const char* what) {
+    std::vector<uint8_t> bytes(n * sizeof(T));
+    if (n) std::memcpy(bytes.data(), mine, bytes.size());
+    std::vector<T> all;
+    for (const auto& b : all_gather(bytes, what)) {
+      all.resize(all.size() + b.size() / sizeof(T));
+      if (!b.empty()) std::memcpy(all.data() + all.size() - b.size() / sizeof(T), b.data(), b.size());
+    }
+    return all;
+  }
   // From now on a collective that waits longer than this for the other ranks
   // (runtime.collective_timeout_s: one of them died or hangs) ends the job,
   // naming this rank and `what`. Until then (the ranks exist before the

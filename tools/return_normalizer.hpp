@@ -15,8 +15,7 @@
 #pragma once
 
 #include <cmath>
-#include <cstdint>
-#include <cstring>
+#include <cstddef>
 #include <vector>
 
 #include "tools/ranks.hpp"
@@ -43,14 +42,7 @@ class ReturnNormalizer {
     const float* all = returns;
     int N = 1;
     if (ranks != nullptr && ranks->size() > 1) {
-      std::vector<uint8_t> mine(n * sizeof(float));
-      std::memcpy(mine.data(), returns, mine.size());
-      all_.clear();
-      for (const auto& bytes :
-           ranks->all_gather(mine, "gathering the value targets for return normalisation")) {
-        all_.resize(all_.size() + bytes.size() / sizeof(float));
-        std::memcpy(all_.data() + all_.size() - bytes.size() / sizeof(float), bytes.data(), bytes.size());
-      }
+      all_ = ranks->all_gather_values(returns, n, "gathering the value targets for return normalisation");
       all = all_.data();
       N = ranks->size();
     }

@@ -10,7 +10,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "tools/ranks.hpp"
@@ -42,13 +41,7 @@ class RewardScaler {
     const double* all = g_.data();  // (N, T, B): every rank's returns
     int n = 1;
     if (ranks != nullptr && ranks->size() > 1) {
-      std::vector<uint8_t> mine(g_.size() * sizeof(double));
-      std::memcpy(mine.data(), g_.data(), mine.size());
-      all_.clear();
-      for (const auto& bytes : ranks->all_gather(mine, "gathering the discounted returns for reward scaling")) {
-        all_.resize(all_.size() + bytes.size() / sizeof(double));
-        std::memcpy(all_.data() + all_.size() - bytes.size() / sizeof(double), bytes.data(), bytes.size());
-      }
+      all_ = ranks->all_gather_values(g_.data(), g_.size(), "gathering the discounted returns for reward scaling");
       all = all_.data();
       n = ranks->size();
     }

@@ -1,6 +1,5 @@
 #include "tools/trainer.hpp"
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -717,9 +716,8 @@ void Run::restore(const std::string& path) {
                 path << ": runner.reward_scaler does not fit this run's " << num_envs_ << " envs");
   // Checkpoints from before algo.normalize_returns existed have none: the
   // statistics start afresh.
-  if (std::any_of(ck.extra.begin(), ck.extra.end(),
-                  [](const ExtraTensor& t) { return t.name == "runner.return_normalizer"; })) {
-    const std::vector<uint8_t>& nb = ck.tensor("runner.return_normalizer").bytes;
+  if (const ExtraTensor* norm = ck.find("runner.return_normalizer")) {
+    const std::vector<uint8_t>& nb = norm->bytes;
     MAMBARL_CHECK(nb.size() == 3 * sizeof(double) && set_return_normalizer_state(values_of<double>(nb)),
                   path << ": runner.return_normalizer has " << nb.size() << " bytes, not 3 doubles");
   }
