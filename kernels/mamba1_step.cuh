@@ -30,7 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/base/rng.hpp"  // MAMBARL_HD
+#include "kernels/base/host_device.hpp"
 #include "kernels/kernel_limits.hpp"  // kMamba1MaxConv
 #include "kernels/step_flags.cuh"
 

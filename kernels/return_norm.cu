@@ -1,6 +1,8 @@
+#include "kernels/return_norm.cuh"
+
+#include "kernels/base/running_stats.hpp"
 #include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.cuh"
-#include "kernels/return_norm.cuh"
 
 namespace mambarl::cuda {
 
@@ -9,12 +11,11 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kReduceThreads = 1024;  // one block: a fixed reduction order
 
-// tools/return_normalizer.hpp's return_std.
-__device__ __forceinline__ double return_std(double var) { return sqrt(var + 1e-8); }
-
 __global__ void denormalize_kernel(float* __restrict__ v, size_t n, const double* __restrict__ stats) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) v[i] = static_cast<float>(v[i] * return_std(stats[1]) + stats[0]);
+  if (i >= n) return;
+  const RunningStats st{stats[0], stats[1], stats[2]};
+  v[i] = static_cast<float>(v[i] * st.std_dev() + st.mean);
 }
 
 // One block. block_sum hands every thread the same sums, so each carries the
@@ -23,7 +24,7 @@ __global__ void denormalize_kernel(float* __restrict__ v, size_t n, const double
 __global__ void __launch_bounds__(kReduceThreads)
     normalize_kernel(float* __restrict__ r, size_t n, double* __restrict__ stats) {
   __shared__ double scratch[32];
-  const double mean = stats[0], var = stats[1], count = stats[2];
+  RunningStats st{stats[0], stats[1], stats[2]};
   double s = 0;
   for (size_t i = threadIdx.x; i < n; i += blockDim.x) s += r[i];
   const double n_b = static_cast<double>(n), mean_b = block_sum(s, scratch) / n_b;
@@ -33,12 +34,10 @@ __global__ void __launch_bounds__(kReduceThreads)
     m2 += d * d;
   }
   const double m2_b = block_sum(m2, scratch);
-  const double total = count + n_b, delta = mean_b - mean;
-  const double var_all = (var * count + m2_b + delta * delta * count * n_b / total) / total;
-  const double mean_all = mean + delta * n_b / total;
-  const double inv_sd = 1.0 / return_std(var_all);
-  for (size_t i = threadIdx.x; i < n; i += blockDim.x) r[i] = static_cast<float>((r[i] - mean_all) * inv_sd);
-  if (threadIdx.x == 0) stats[0] = mean_all, stats[1] = var_all, stats[2] = total;
+  st.merge(n_b, mean_b, m2_b);
+  const double inv_sd = 1.0 / st.std_dev();
+  for (size_t i = threadIdx.x; i < n; i += blockDim.x) r[i] = static_cast<float>((r[i] - st.mean) * inv_sd);
+  if (threadIdx.x == 0) stats[0] = st.mean, stats[1] = st.var, stats[2] = st.count;
 }
 
 }  // namespace

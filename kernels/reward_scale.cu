@@ -1,5 +1,6 @@
 #include "kernels/reward_scale.cuh"
 
+#include "kernels/base/running_stats.hpp"
 #include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.cuh"
 
@@ -17,7 +18,7 @@ __global__ void __launch_bounds__(kThreads) scale_rewards_kernel(RewardScaleArgs
   // Every thread carries the same running statistics (block_sum hands all of
   // them the same sums), so no thread waits for another's write; thread 0
   // stores them at the end.
-  double mean = a.stats[0], var = a.stats[1], count = a.stats[2];
+  RunningStats st{a.stats[0], a.stats[1], a.stats[2]};
   const double n_b = static_cast<double>(a.B);
   for (int t = 0; t < a.T; ++t) {
     float* r = a.rewards + static_cast<size_t>(t) * a.B;
@@ -36,20 +37,14 @@ __global__ void __launch_bounds__(kThreads) scale_rewards_kernel(RewardScaleArgs
       m2 += d * d;
     }
     const double m2_b = block_sum(m2, scratch);
-    // Chan's merge of (count, mean, var·count) with (B, mean_b, m2_b); with
-    // count 0 the old var is weighted by 0, as Welford's first update overwrites it.
-    const double n = count + n_b, delta = mean_b - mean;
-    const double m2_all = var * count + m2_b + delta * delta * count * n_b / n;
-    mean += delta * n_b / n;
-    var = m2_all / n;
-    count = n;
-    const double inv_std = 1.0 / sqrt(var + 1e-8);
+    st.merge(n_b, mean_b, m2_b);
+    const double inv_std = 1.0 / st.std_dev();
     for (int b = threadIdx.x; b < a.B; b += blockDim.x) {
       r[b] = static_cast<float>(r[b] * inv_std);
       if (term[b] || trunc[b]) a.returns[b] = 0.0;
     }
   }
-  if (threadIdx.x == 0) a.stats[0] = mean, a.stats[1] = var, a.stats[2] = count;
+  if (threadIdx.x == 0) a.stats[0] = st.mean, a.stats[1] = st.var, a.stats[2] = st.count;
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "kernels/base/rng.hpp"  // MAMBARL_HD
+#include "kernels/base/host_device.hpp"
 
 namespace mambarl::cuda {
 

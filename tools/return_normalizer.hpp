@@ -14,23 +14,20 @@
 // the same state layout (mean, var, count).
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <vector>
 
+#include "kernels/base/running_stats.hpp"
 #include "tools/ranks.hpp"
 
 namespace mambarl {
-
-// The std the targets are divided by; eps keeps a constant target finite.
-inline double return_std(double var) { return std::sqrt(var + 1e-8); }
 
 class ReturnNormalizer {
  public:
   // The value head's standardised outputs (n) into reward units, in place.
   void denormalize(float* v, size_t n) const {
-    const double sd = return_std(var_);
-    for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(v[i] * sd + mean_);
+    const double sd = stats_.std_dev();
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(v[i] * sd + stats_.mean);
   }
 
   // Merges one chunk's value targets (T x B of them, reward units) into the
@@ -53,21 +50,16 @@ class ReturnNormalizer {
     for_each_in_order(all, T, N, B, [&](double x) { sum += x; });
     const double n_b = static_cast<double>(n) * N, mean_b = sum / n_b;
     for_each_in_order(all, T, N, B, [&](double x) { m2 += (x - mean_b) * (x - mean_b); });
-    // Chan et al.'s merge of (count, mean, var) with the batch's; with count 0
-    // the initial var is weighted by 0.
-    const double total = count_ + n_b, delta = mean_b - mean_;
-    var_ = (var_ * count_ + m2 + delta * delta * count_ * n_b / total) / total;
-    mean_ += delta * n_b / total;
-    count_ = total;
-    const double inv_sd = 1.0 / return_std(var_);
-    for (size_t i = 0; i < n; ++i) returns[i] = static_cast<float>((returns[i] - mean_) * inv_sd);
+    stats_.merge(n_b, mean_b, m2);
+    const double inv_sd = 1.0 / stats_.std_dev();
+    for (size_t i = 0; i < n; ++i) returns[i] = static_cast<float>((returns[i] - stats_.mean) * inv_sd);
   }
 
   // (mean, var, count): everything needed to continue bit-exactly after a resume.
-  std::vector<double> state() const { return {mean_, var_, count_}; }
+  std::vector<double> state() const { return {stats_.mean, stats_.var, stats_.count}; }
   bool set_state(const std::vector<double>& s) {
     if (s.size() != 3) return false;
-    mean_ = s[0], var_ = s[1], count_ = s[2];
+    stats_ = {s[0], s[1], s[2]};
     return true;
   }
 
@@ -81,7 +73,7 @@ class ReturnNormalizer {
   }
 
   std::vector<float> all_;  // (N, T, B) scratch under N > 1 ranks
-  double mean_ = 0, var_ = 1, count_ = 0;
+  RunningStats stats_;
 };
 
 }  // namespace mambarl

@@ -8,10 +8,10 @@
 // it off. Only the learner sees scaled rewards; reported returns stay raw.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "kernels/base/running_stats.hpp"
 #include "tools/ranks.hpp"
 
 namespace mambarl {
@@ -47,40 +47,32 @@ class RewardScaler {
     }
     for (int t = 0; t < T; ++t) {
       for (int r = 0; r < n; ++r)
-        for (int b = 0; b < B; ++b) update(all[(static_cast<size_t>(r) * T + t) * B + b]);
-      const double inv_std = 1.0 / std::sqrt(var_ + 1e-8);
+        for (int b = 0; b < B; ++b) stats_.push(all[(static_cast<size_t>(r) * T + t) * B + b]);
+      const double inv_std = 1.0 / stats_.std_dev();
       for (int b = 0; b < B; ++b) rewards[t * B + b] = static_cast<float>(rewards[t * B + b] * inv_std);
     }
   }
 
   // Everything needed to continue bit-exactly after a resume.
   std::vector<double> state() const {
-    std::vector<double> s = {mean_, var_, count_};
+    std::vector<double> s = {stats_.mean, stats_.var, stats_.count};
     s.insert(s.end(), returns_.begin(), returns_.end());
     return s;
   }
   bool set_state(const std::vector<double>& s) {
     if (s.size() != 3 + returns_.size()) return false;
-    mean_ = s[0], var_ = s[1], count_ = s[2];
+    stats_ = {s[0], s[1], s[2]};
     std::copy(s.begin() + 3, s.end(), returns_.begin());
     return true;
   }
 
  private:
-  // Chan et al.'s parallel update with a batch of one (Welford).
-  void update(double x) {
-    count_ += 1;
-    const double d = x - mean_;
-    mean_ += d / count_;
-    var_ += (d * (x - mean_) - var_) / count_;
-  }
-
   double gamma_;
   std::vector<double> returns_;  // (workers, B) discounted return of the running episode
   std::vector<double> g_;        // (T, B) scratch: one chunk's discounted returns
   std::vector<double> all_;      // (N, T, B) scratch: every rank's, under N > 1 ranks
   int B_;
-  double mean_ = 0, var_ = 1, count_ = 0;
+  RunningStats stats_;
 };
 
 }  // namespace mambarl

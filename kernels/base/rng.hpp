@@ -10,11 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define MAMBARL_HD __host__ __device__
-#else
-#define MAMBARL_HD
-#endif
+#include "kernels/base/host_device.hpp"
 
 namespace mambarl {
 
