@@ -73,15 +73,36 @@ __global__ void conv_forward_kernel(Mamba1Dims d, Mamba1Chunk c, const float* __
   xc[i] = acc * sigmoidf_ref(acc);
 }
 
+// One token's step of channel e's N states (NB >= N registers):
+// H_t = exp(Δ A) H_{t-1} + (Δ xc) B_t, with H_{t-1} = 0 at an episode start.
+// The forward and the backward's recompute both call it, and the explicit
+// rounding (no contraction left to the compiler) makes them agree bit for bit.
+template <int NB>
+__device__ __forceinline__ void state_step(int N, bool start, float delta, float dx, const float (&a)[NB],
+                                           const float (&bv)[NB], float (&h)[NB]) {
+#pragma unroll
+  for (int n = 0; n < NB; ++n)
+    if (n < N) h[n] = __fmaf_rn(expf(__fmul_rn(delta, a[n])), start ? 0.f : h[n], __fmul_rn(dx, bv[n]));
+}
+
+// Where the forward keeps H after token t of env b (n-major, stride E over
+// n), or nullptr where t does not end a segment (or is the chunk's last).
+__device__ __forceinline__ float* segment_state_at(const Mamba1Dims& d, const Mamba1Chunk& c,
+                                                   const Mamba1Activations& act, int t, int b, int e) {
+  const int next = t + 1;
+  if (next % act.seg_len != 0 || next >= c.T) return nullptr;
+  const size_t slot = static_cast<size_t>(next / act.seg_len - 1) * c.B + b;
+  return act.seg_states + slot * d.N * d.E + e;
+}
+
 // One thread per (env, channel) walking t forward with H (NB >= N states) in
-// registers: Δ, H_t (kept in act.hist), y, gated. As the CPU's scan_forward.
+// registers: Δ, H_t (kept at segment ends), y, gated. As the CPU's scan_forward.
 template <int NB>
 __global__ void __launch_bounds__(kScanThreads)
     scan_forward_kernel(Mamba1Dims d, Mamba1Chunk c, Mamba1Weights<float> w, Mamba1Activations act) {
   const int E = d.E, N = d.N, B = c.B, RN = d.R + 2 * d.N;
   const int b = blockIdx.x, e = blockIdx.y * blockDim.x + threadIdx.x;
   if (e >= E) return;
-  const size_t NE = static_cast<size_t>(N) * E;
   float a[NB], h[NB];
   const float* h0 = c.state0 + static_cast<size_t>(b) * c.state_stride + static_cast<size_t>(e) * N;
 #pragma unroll
@@ -92,21 +113,19 @@ __global__ void __launch_bounds__(kScanThreads)
   const float d_skip = w.d_skip[e], dt_b = w.dt_b[e];
   for (int t = 0; t < c.T; ++t) {
     const size_t r = static_cast<size_t>(t) * B + b, re = r * E + e;
-    const bool start = c.starts[r] != 0;  // H_{t-1} = 0
     const float delta = softplusf_ref(act.dt_lin[re] + dt_b);
-    const float xc = act.xc[re], dx = delta * xc;
+    const float xc = act.xc[re];
     float bv[NB], cv[NB];
     load_bc<NB>(act.dbc + r * RN + d.R, N, bv, cv);
-    float* hist = act.hist + r * NE + e;  // (N, E) of token r, this channel
+    state_step<NB>(N, c.starts[r] != 0, delta, delta * xc, a, bv, h);
     float y = d_skip * xc;
 #pragma unroll
-    for (int n = 0; n < NB; ++n) {
-      if (n < N) {
-        const float hp = start ? 0.f : h[n];
-        h[n] = expf(delta * a[n]) * hp + dx * bv[n];
-        hist[static_cast<size_t>(n) * E] = h[n];
-        y += h[n] * cv[n];
-      }
+    for (int n = 0; n < NB; ++n)
+      if (n < N) y += h[n] * cv[n];
+    if (float* keep = segment_state_at(d, c, act, t, b, e)) {
+#pragma unroll
+      for (int n = 0; n < NB; ++n)
+        if (n < N) keep[static_cast<size_t>(n) * E] = h[n];
     }
     act.delta[re] = delta;
     act.y[re] = y;
@@ -122,101 +141,135 @@ __global__ void __launch_bounds__(kScanThreads)
 //   d(Δxc) = Σ_n dH B;  g = dH H_{t-1} exp(ΔA): dΔ += g A, dA += g Δ;
 //   carry = dH exp(ΔA), or 0 at a start (nothing crosses a reset);
 //   dL/d dt_lin = (dΔ + d(Δxc) xc) σ(dt_lin + b_dt);  dxc = d(Δxc) Δ + dy D.
+// The chunk goes a segment [t0, t1) at a time, last first: the states
+// H_{t0-1} .. H_{t1-2} are rebuilt from the one the forward kept before the
+// segment (state0 for the first) into shared memory, seg (seg_len, N,
+// blockDim.x), each thread's own column; then the segment is walked
+// backwards. H_t of the step being processed is the next step's H_{t-1}
+// (for the chunk's last step, the rebuild's final state).
 // Lanes past E take part in the warp sums with zeros.
 template <int NB>
 __global__ void __launch_bounds__(kScanThreads)
     scan_backward_kernel(Mamba1Dims d, Mamba1Chunk c, Mamba1Weights<float> w, Mamba1Activations act,
                          Mamba1Backward g) {
+  extern __shared__ float seg[];
   const int E = d.E, N = d.N, B = c.B, RN = d.R + 2 * d.N, W = mamba1_channel_warps(E);
   const int b = blockIdx.x, e = blockIdx.y * blockDim.x + threadIdx.x;
   const int lane = threadIdx.x & 31, warp = e >> 5;  // blocks start at multiples of 32
   if (warp >= W) return;  // a whole warp past E: no partial of its own
   const bool active = e < E;
   const size_t NE = static_cast<size_t>(N) * E;
-  const size_t state_off = static_cast<size_t>(b) * c.state_stride + static_cast<size_t>(e) * N;
+  const size_t slot_stride = static_cast<size_t>(N) * blockDim.x;  // one step's states in seg
+  float* my_seg = seg + threadIdx.x;
   float a[NB], h[NB], carry[NB], da[NB];  // h: H_t of the step being processed
 #pragma unroll
   for (int n = 0; n < NB; ++n) {
-    const bool on = active && n < N;
-    a[n] = on ? w.a[static_cast<size_t>(e) * N + n] : 0.f;
-    h[n] = on ? act.hist[(static_cast<size_t>(c.T - 1) * B + b) * NE + static_cast<size_t>(n) * E + e]
-              : 0.f;
+    a[n] = active && n < N ? w.a[static_cast<size_t>(e) * N + n] : 0.f;
     carry[n] = 0.f;
     da[n] = 0.f;
   }
   const float d_skip = active ? w.d_skip[e] : 0.f, dt_b = active ? w.dt_b[e] : 0.f;
   float sum_d = 0.f, sum_dtb = 0.f;
-  for (int t = c.T - 1; t >= 0; --t) {
-    const size_t r = static_cast<size_t>(t) * B + b, re = r * E + e;
-    const bool start = c.starts[r] != 0;
-    float dg = 0.f, z = 0.f, y = 0.f, delta = 0.f, xc = 0.f, v = 0.f;
-    if (active) {
-      dg = g.dgated[re];
-      z = act.xz[r * 2 * E + E + e];
-      y = act.y[re];
-      delta = act.delta[re];
-      xc = act.xc[re];
-      v = act.dt_lin[re] + dt_b;
+  const int last_seg = (c.T - 1) / act.seg_len;
+  for (int j = last_seg; j >= 0; --j) {
+    const int t0 = j * act.seg_len, t1 = min(t0 + act.seg_len, c.T);
+
+    // The rebuild. Slot k holds H_{t0+k-1} as the forward had it: token
+    // t0+k-1's dC needs it even when a start at t0+k keeps it out of that step.
+    float hs[NB];
+    {
+      const float* src = j == 0 ? c.state0 + static_cast<size_t>(b) * c.state_stride + static_cast<size_t>(e) * N
+                                : act.seg_states + (static_cast<size_t>(j - 1) * B + b) * NE + e;
+      const size_t step = j == 0 ? 1 : static_cast<size_t>(E);
+#pragma unroll
+      for (int n = 0; n < NB; ++n) hs[n] = active && n < N ? src[n * step] : 0.f;
     }
-    const float sz = sigmoidf_ref(z);
-    const float dy = dg * z * sz;
-    if (active) g.dxz[r * 2 * E + E + e] = dg * y * sz * (1.f + z * (1.f - sz));
-    const float dx = delta * xc;
+    for (int t = t0; t < t1; ++t) {
+      float* slot = my_seg + (t - t0) * slot_stride;
+#pragma unroll
+      for (int n = 0; n < NB; ++n)
+        if (n < N) slot[n * blockDim.x] = hs[n];
+      if (!active) continue;
+      const size_t r = static_cast<size_t>(t) * B + b, re = r * E + e;
+      const float delta = act.delta[re];
+      float bv[NB], cv[NB];
+      load_bc<NB>(act.dbc + r * RN + d.R, N, bv, cv);
+      state_step<NB>(N, c.starts[r] != 0, delta, delta * act.xc[re], a, bv, hs);
+    }
+    if (j == last_seg) {
+#pragma unroll
+      for (int n = 0; n < NB; ++n) h[n] = hs[n];
+    }
 
-    // H_{t-1} as stored (the initial state, e-major, at t = 0): token t-1's
-    // dC needs it even when a start at t keeps it out of step t.
-    float hp[NB];
-    const float* hp_src = t > 0 ? act.hist + (r - B) * NE + e : c.state0 + state_off;
-    const size_t hp_step = t > 0 ? static_cast<size_t>(E) : 1;
-#pragma unroll
-    for (int n = 0; n < NB; ++n) hp[n] = (active && n < N) ? hp_src[n * hp_step] : 0.f;
-
-    float bv[NB], cv[NB];
-    load_bc<NB>(act.dbc + r * RN + d.R, N, bv, cv);
-    float* part = g.bc_part + (r * W + warp) * 2 * N;
-    float d_dx = 0.f, d_delta = 0.f;
-    // States in groups of G: the group's dB and dC terms, 2G values per lane,
-    // are summed over the warp by one reduce-scatter, and lane l stores the
-    // sum of value l / (32 / 2G): [dB of the group's states][dC of them].
-    constexpr int G = NB < 16 ? NB : 16, V = 2 * G;
-    const int mine = lane / (32 / V);
-    const bool writer = lane % (32 / V) == 0;
-#pragma unroll
-    for (int g0 = 0; g0 < NB; g0 += G) {
-      float terms[V];
-#pragma unroll
-      for (int i = 0; i < G; ++i) {
-        const int n = g0 + i;
-        terms[i] = 0.f;
-        terms[G + i] = 0.f;
-        if (n < N) {
-          const float dh = carry[n] + dy * cv[n];
-          terms[i] = dh * dx;
-          terms[G + i] = h[n] * dy;
-          d_dx += dh * bv[n];
-          if (start) {
-            carry[n] = 0.f;
-          } else {
-            const float decay = expf(delta * a[n]);
-            const float gn = dh * hp[n] * decay;
-            d_delta += gn * a[n];
-            da[n] += gn * delta;
-            carry[n] = dh * decay;
-          }
-          h[n] = hp[n];
-        }
+    for (int t = t1 - 1; t >= t0; --t) {
+      const size_t r = static_cast<size_t>(t) * B + b, re = r * E + e;
+      const bool start = c.starts[r] != 0;
+      float dg = 0.f, z = 0.f, y = 0.f, delta = 0.f, xc = 0.f, v = 0.f;
+      if (active) {
+        dg = g.dgated[re];
+        z = act.xz[r * 2 * E + E + e];
+        y = act.y[re];
+        delta = act.delta[re];
+        xc = act.xc[re];
+        v = act.dt_lin[re] + dt_b;
       }
-      const float sum = warp_reduce_scatter<V>(terms);
-      const int n = g0 + mine % G;
-      if (writer && n < N) part[(mine < G ? 0 : N) + n] = sum;
+      const float sz = sigmoidf_ref(z);
+      const float dy = dg * z * sz;
+      if (active) g.dxz[r * 2 * E + E + e] = dg * y * sz * (1.f + z * (1.f - sz));
+      const float dx = delta * xc;
+
+      float hp[NB];  // H_{t-1}
+      const float* slot = my_seg + (t - t0) * slot_stride;
+#pragma unroll
+      for (int n = 0; n < NB; ++n) hp[n] = n < N ? slot[n * blockDim.x] : 0.f;
+
+      float bv[NB], cv[NB];
+      load_bc<NB>(act.dbc + r * RN + d.R, N, bv, cv);
+      float* part = g.bc_part + (r * W + warp) * 2 * N;
+      float d_dx = 0.f, d_delta = 0.f;
+      // States in groups of G: the group's dB and dC terms, 2G values per lane,
+      // are summed over the warp by one reduce-scatter, and lane l stores the
+      // sum of value l / (32 / 2G): [dB of the group's states][dC of them].
+      constexpr int G = NB < 16 ? NB : 16, V = 2 * G;
+      const int mine = lane / (32 / V);
+      const bool writer = lane % (32 / V) == 0;
+#pragma unroll
+      for (int g0 = 0; g0 < NB; g0 += G) {
+        float terms[V];
+#pragma unroll
+        for (int i = 0; i < G; ++i) {
+          const int n = g0 + i;
+          terms[i] = 0.f;
+          terms[G + i] = 0.f;
+          if (n < N) {
+            const float dh = carry[n] + dy * cv[n];
+            terms[i] = dh * dx;
+            terms[G + i] = h[n] * dy;
+            d_dx += dh * bv[n];
+            if (start) {
+              carry[n] = 0.f;
+            } else {
+              const float decay = expf(delta * a[n]);
+              const float gn = dh * hp[n] * decay;
+              d_delta += gn * a[n];
+              da[n] += gn * delta;
+              carry[n] = dh * decay;
+            }
+            h[n] = hp[n];
+          }
+        }
+        const float sum = warp_reduce_scatter<V>(terms);
+        const int n = g0 + mine % G;
+        if (writer && n < N) part[(mine < G ? 0 : N) + n] = sum;
+      }
+      const float ddt = (d_delta + d_dx * xc) * sigmoidf_ref(v);
+      if (active) {
+        g.ddt[re] = ddt;
+        g.dxc[re] = d_dx * delta + dy * d_skip;
+      }
+      sum_d += dy * xc;
+      sum_dtb += ddt;
     }
-    const float ddt = (d_delta + d_dx * xc) * sigmoidf_ref(v);
-    if (active) {
-      g.ddt[re] = ddt;
-      g.dxc[re] = d_dx * delta + dy * d_skip;
-    }
-    sum_d += dy * xc;
-    sum_dtb += ddt;
   }
   if (!active) return;
   const size_t be = static_cast<size_t>(b) * E + e;
@@ -333,15 +386,29 @@ void with_state_bound(int N, F&& f) {
 }
 
 // Blocks of one env's channels: grid (B, channel blocks). B goes on x, the
-// only grid dimension past 65535, so 64k-env chunks launch.
+// only grid dimension past 65535, so 64k-env chunks launch. threads: a
+// multiple of 32 (the [dB dC] partials are per warp of channels).
 struct ScanLaunch {
   dim3 grid, block;
 };
 
-ScanLaunch scan_launch(const Mamba1Dims& d, const Mamba1Chunk& c) {
-  const int threads = std::min(kScanThreads, (d.E + 31) / 32 * 32);
+ScanLaunch scan_launch(const Mamba1Dims& d, const Mamba1Chunk& c, int threads) {
   return {dim3(static_cast<unsigned>(c.B), static_cast<unsigned>((d.E + threads - 1) / threads)),
           dim3(static_cast<unsigned>(threads))};
+}
+int scan_threads(const Mamba1Dims& d) { return std::min(kScanThreads, (d.E + 31) / 32 * 32); }
+
+// The backward's segment buffer: seg_len steps of N states per thread, in at
+// most kScanBwdSmemBudget; fewer threads per block where one step of a block
+// would not fit (large d_state). 64 KB leaves room for three blocks per SM.
+constexpr size_t kScanBwdSmemBudget = 64 * 1024;
+size_t scan_bwd_step_bytes(const Mamba1Dims& d, int threads) {
+  return static_cast<size_t>(d.N) * threads * sizeof(float);
+}
+int scan_bwd_threads(const Mamba1Dims& d) {
+  int threads = scan_threads(d);
+  while (threads > 32 && scan_bwd_step_bytes(d, threads) > kScanBwdSmemBudget) threads -= 32;
+  return threads;
 }
 
 }  // namespace
@@ -356,6 +423,24 @@ void mamba1_scan_check(const Mamba1Dims& d, int T, int B) {
                 "mamba1 scan: d_conv must be in [1, " << kMamba1MaxConv << "], got " << d.K);
 }
 
+int mamba1_max_segment_len(const Mamba1Dims& d) {
+  mamba1_scan_check(d, 1, 1);
+  return static_cast<int>(std::max<size_t>(1, kScanBwdSmemBudget / scan_bwd_step_bytes(d, scan_bwd_threads(d))));
+}
+
+void mamba1_scan_configure(const Mamba1Dims& d) {
+  const size_t bytes = scan_bwd_step_bytes(d, scan_bwd_threads(d)) * mamba1_max_segment_len(d);
+  const size_t limit = max_smem_per_block_optin();
+  MAMBARL_CHECK(bytes <= limit, "mamba1 scan: the backward needs " << bytes
+                                    << " bytes of shared memory per block (d_state " << d.N
+                                    << "), the device has " << limit);
+  with_state_bound(d.N, [&](auto nb) {
+    MAMBARL_CUDA_CHECK(cudaFuncSetAttribute(scan_backward_kernel<decltype(nb)::value>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(bytes)));
+  });
+}
+
 void mamba1_conv_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights<float>& w,
                          const Mamba1Activations& act, cudaStream_t stream) {
   const size_t n = static_cast<size_t>(c.T) * c.B * d.E;
@@ -366,7 +451,8 @@ void mamba1_conv_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1
 
 void mamba1_scan_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights<float>& w,
                          const Mamba1Activations& act, cudaStream_t stream) {
-  const ScanLaunch l = scan_launch(d, c);
+  MAMBARL_CHECK(act.seg_len >= 1, "mamba1 scan: seg_len " << act.seg_len << " must be at least 1");
+  const ScanLaunch l = scan_launch(d, c, scan_threads(d));
   with_state_bound(d.N, [&](auto nb) {
     scan_forward_kernel<decltype(nb)::value><<<l.grid, l.block, 0, stream>>>(d, c, w, act);
   });
@@ -376,9 +462,13 @@ void mamba1_scan_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1
 void mamba1_scan_backward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights<float>& w,
                           const Mamba1Activations& act, const Mamba1Backward& bwd,
                           cudaStream_t stream) {
-  const ScanLaunch l = scan_launch(d, c);
+  const int threads = scan_bwd_threads(d);
+  const int seg_len = std::min(act.seg_len, c.T);
+  MAMBARL_CHECK(seg_len >= 1, "mamba1 scan: seg_len " << act.seg_len << " must be at least 1");
+  const ScanLaunch l = scan_launch(d, c, threads);
+  const size_t smem = scan_bwd_step_bytes(d, threads) * seg_len;
   with_state_bound(d.N, [&](auto nb) {
-    scan_backward_kernel<decltype(nb)::value><<<l.grid, l.block, 0, stream>>>(d, c, w, act, bwd);
+    scan_backward_kernel<decltype(nb)::value><<<l.grid, l.block, smem, stream>>>(d, c, w, act, bwd);
   });
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
   const int M = c.T * c.B;
@@ -390,7 +480,7 @@ void mamba1_scan_backward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba
 void mamba1_conv_backward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights<float>& w,
                           const Mamba1Activations& act, const Mamba1Backward& bwd,
                           cudaStream_t stream) {
-  const ScanLaunch l = scan_launch(d, c);
+  const ScanLaunch l = scan_launch(d, c, scan_threads(d));
   conv_backward_kernel<<<l.grid, l.block, 0, stream>>>(d, c, w, act, bwd);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }

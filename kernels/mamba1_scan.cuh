@@ -5,14 +5,22 @@
 // the rest:
 //   conv_forward    xc = silu(causal depthwise conv over [initial window, x] + b)
 //   scan_forward    Δ = softplus(dt_lin + b_dt), H_t = exp(Δ A) H_{t-1} + (Δ xc) ⊗ B,
-//                   y = H C + D xc, gated = y silu(z); keeps every H_t
-//   scan_backward   the gate and the scan in reverse: dz, dxc (scan part), dL/d dt_lin,
-//                   [dB dC] per token, and per-env sums for A_log, D, dt_proj.bias
+//                   y = H C + D xc, gated = y silu(z); keeps H only at segment ends
+//   scan_backward   the gate and the scan in reverse, a segment at a time: rebuilds the
+//                   segment's H_t from the state before it, then dz, dxc (scan part),
+//                   dL/d dt_lin, [dB dC] per token, and per-env sums for A_log, D, dt_proj.bias
 //   conv_backward   silu and the conv in reverse: dx, per-env sums for conv1d.weight/bias
 //   add_env_sums    grads += Σ_b (per-env sums): the fixed-order second pass
 //
 // Resets: a start at (t, b) zeroes H_{t-1} and the window taps from before t
 // in the forward; the backward sends nothing through it (nor into state0).
+//
+// Memory: the per-step state, N*E floats per token, was most of the learner's
+// memory when kept for every step. The forward keeps it every seg_len steps
+// instead, and the backward recomputes the seg_len states of one segment at a
+// time into shared memory with the forward's own step function (same bits),
+// before walking that segment backwards. seg_len 1 keeps every state (the
+// stored path the tests compare against).
 //
 // Parallel shape: the scans give one thread per (env b, channel e) that walks
 // t sequentially with its N states in registers; a block holds channels of a
@@ -50,7 +58,10 @@ struct Mamba1Activations {
   float* dbc = nullptr;     // (T*B, R+2N) x_proj output [δ B C]
   float* dt_lin = nullptr;  // (T*B, E) W_dt δ, dt_proj.bias not added
   float* delta = nullptr;   // (T*B, E) Δ = softplus(dt_lin + b_dt)
-  float* hist = nullptr;    // (T*B, N, E) H_t after every token, n-major (coalesced over e)
+  // H after tokens seg_len-1, 2 seg_len-1, ... before the last token:
+  // (mamba1_segment_states(T, seg_len), B, N, E), n-major (coalesced over e).
+  float* seg_states = nullptr;
+  int seg_len = 1;
   float* y = nullptr;       // (T*B, E) H C + D xc
   float* gated = nullptr;   // (T*B, E) y silu(z): out_proj input
 };
@@ -73,16 +84,29 @@ struct Mamba1Backward {
 // Warps per token row of E channels: the partials [dB dC] is summed over.
 __host__ __device__ inline int mamba1_channel_warps(int E) { return (E + 31) / 32; }
 
+// States the forward keeps for a chunk of T steps in segments of seg_len.
+__host__ __device__ inline int mamba1_segment_states(int T, int seg_len) {
+  return (T + seg_len - 1) / seg_len - 1;
+}
+
 // Throws mambarl::Error unless the kernels support these dims and chunk
 // (d_state <= kMamba1MaxState, d_conv <= kMamba1MaxConv, T and B positive).
 void mamba1_scan_check(const Mamba1Dims& d, int T, int B);
+
+// The longest segment the backward's shared memory holds for these dims (at
+// least 1). Host arithmetic only.
+int mamba1_max_segment_len(const Mamba1Dims& d);
+
+// Raises the backward's shared-memory limit to what mamba1_max_segment_len
+// needs. Call before any launch, never during capture.
+void mamba1_scan_configure(const Mamba1Dims& d);
 
 // Reads act.xz (x part) and c.state0's window; writes act.pre, act.xc.
 void mamba1_conv_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights<float>& w,
                          const Mamba1Activations& act, cudaStream_t stream);
 
 // Reads act.xz (z part), act.xc, act.dbc, act.dt_lin and c.state0's H;
-// writes act.delta, act.hist, act.y, act.gated.
+// writes act.delta, act.seg_states, act.y, act.gated.
 void mamba1_scan_forward(const Mamba1Dims& d, const Mamba1Chunk& c, const Mamba1Weights<float>& w,
                          const Mamba1Activations& act, cudaStream_t stream);
 

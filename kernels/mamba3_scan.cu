@@ -1,5 +1,6 @@
 #include "kernels/mamba3_scan.cuh"
 
+#include <algorithm>
 #include <type_traits>
 
 #include "kernels/block_reduce.cuh"
@@ -56,22 +57,33 @@ __device__ __forceinline__ float decay_a(float v, float a_floor) {
 
 int blocks_for(size_t n, int threads) { return static_cast<int>((n + threads - 1) / threads); }
 
-// Heads of one env per backward-scan block: P threads each, about 128 threads
-// in all, fewer where the per-head shared memory would pass kScanBwdSmemBudget.
+// The backward scan's block: heads of one env, P threads each, about 128
+// threads in all; per head, the per-p partial sums, dk_carry and seg_len
+// steps of its rows' states (the segment rebuild), in kScanBwdSmemBudget.
+// Fewer heads where one step of segment would not fit beside the partials;
+// then the longest segment that fits.
 constexpr size_t kScanBwdSmemBudget = 96 * 1024;
 int scan_bwd_partial_rows(const Mamba3Dims& d) { return 3 * d.N + 3; }
 size_t scan_bwd_head_floats(const Mamba3Dims& d) {
   return static_cast<size_t>(scan_bwd_partial_rows(d)) * (d.P | 1) + d.N;
 }
+size_t scan_bwd_step_floats(const Mamba3Dims& d) { return static_cast<size_t>(d.N) * d.P; }
 int scan_bwd_heads_per_block(const Mamba3Dims& d) {
-  const size_t per_head = scan_bwd_head_floats(d) * sizeof(float);
+  const size_t budget = kScanBwdSmemBudget / sizeof(float);
+  const size_t per_head = scan_bwd_head_floats(d) + scan_bwd_step_floats(d);
   const int by_threads = d.P >= 128 ? 1 : 128 / d.P;
-  const int by_smem = static_cast<int>(kScanBwdSmemBudget / per_head);
+  const int by_smem = static_cast<int>(budget / per_head);
   const int hb = by_threads < by_smem ? by_threads : by_smem;
   return hb > 1 ? hb : 1;
 }
-size_t scan_bwd_smem(const Mamba3Dims& d) {
-  return scan_bwd_head_floats(d) * scan_bwd_heads_per_block(d) * sizeof(float);
+int scan_bwd_max_seg_len(const Mamba3Dims& d) {
+  const size_t per_head = kScanBwdSmemBudget / sizeof(float) / scan_bwd_heads_per_block(d);
+  const size_t base = scan_bwd_head_floats(d), step = scan_bwd_step_floats(d);
+  return per_head > base + step ? static_cast<int>((per_head - base) / step) : 1;
+}
+size_t scan_bwd_smem(const Mamba3Dims& d, int seg_len) {
+  return (scan_bwd_head_floats(d) + seg_len * scan_bwd_step_floats(d)) * scan_bwd_heads_per_block(d) *
+         sizeof(float);
 }
 
 // The register width of a row of S: the smallest instantiation holding N.
@@ -155,6 +167,37 @@ __global__ void angles_kernel(Mamba3Dims d, Mamba3Chunk c) {
   }
 }
 
+// One step of row p of S_h (NMAX >= N registers): at a start S_{t-1},
+// v_prev and k_prev are zeros; else S = α S + (β v_prev) k_prev + (γ x) k.
+// The forward and the backward's rebuild both call it, and the explicit
+// rounding (no contraction left to the compiler) makes them agree bit for bit.
+template <int NMAX>
+__device__ __forceinline__ void state_row_step(int N, bool start, float al, float be, float ga, float x,
+                                               float vp, const float* kp, const float* k, float (&s)[NMAX]) {
+  const float bv = __fmul_rn(be, start ? 0.f : vp), gx = __fmul_rn(ga, x);
+#pragma unroll
+  for (int n = 0; n < NMAX; ++n)
+    if (n < N)
+      s[n] = __fmaf_rn(al, start ? 0.f : s[n], __fmaf_rn(bv, start ? 0.f : kp[n], __fmul_rn(gx, k[n])));
+}
+
+// Row (b, h, p) of the state the forward keeps after step t (n-major, stride
+// P over n), or nullptr where t does not end a segment (or is the last step).
+__device__ __forceinline__ float* segment_state_at(const Mamba3Dims& d, const Mamba3Chunk& c, int t, int b,
+                                                   int h, int p) {
+  const int next = t + 1;
+  if (next % c.seg_len != 0 || next >= c.T) return nullptr;
+  const size_t row = (static_cast<size_t>(next / c.seg_len - 1) * c.B + b) * d.H + h;
+  return c.seg_states + row * d.N * d.P + p;
+}
+
+// k_prev of step t: k of step t-1, or the initial state's at t = 0.
+__device__ __forceinline__ const float* k_prev_of(const Mamba3Dims& d, const Mamba3Chunk& c, const float* st0,
+                                                  int t, size_t mh) {
+  return t > 0 ? c.k + (mh - static_cast<size_t>(c.B) * d.H) * d.N
+               : st0 + state_offsets(d).kp + static_cast<size_t>(mh % d.H) * d.N;
+}
+
 // One thread per (b, h, p) with row p of S_h in registers, walking t.
 template <int NMAX>
 __global__ void __launch_bounds__(kThreads) scan_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk c) {
@@ -163,37 +206,27 @@ __global__ void __launch_bounds__(kThreads) scan_kernel(Mamba3Dims d, Mamba3Weig
   const int E = d.E, N = d.N, P = d.P, H = d.H;
   const int b = static_cast<int>(i / E), e = static_cast<int>(i % E), h = e / P, p = e % P;
   const Cols o = cols_of(d);
-  const StateOffsets so = state_offsets(d);
   const float* st0 = c.state0 + b * c.stride;
   float s[NMAX];
 #pragma unroll
   for (int n = 0; n < NMAX; ++n) s[n] = n < N ? st0[static_cast<size_t>(e) * N + n] : 0.f;
-  float vp = st0[so.vp + e];
+  float vp = st0[state_offsets(d).vp + e];
   const float d_skip = __ldg(w.d_skip + h);
-  const size_t BH = static_cast<size_t>(c.B) * H;
   for (int t = 0; t < c.T; ++t) {
     const size_t m = static_cast<size_t>(t) * c.B + b, mh = m * H + h;
-    const bool start = c.starts[m] != 0;
-    if (start) {
-#pragma unroll
-      for (int n = 0; n < NMAX; ++n) s[n] = 0.f;
-      vp = 0.f;
-    }
-    const float* kp = t > 0 ? c.k + (mh - BH) * N : st0 + so.kp + static_cast<size_t>(h) * N;
     const float* k = c.k + mh * N;
     const float* q = c.q + mh * N;
-    float* hist = c.s_hist + mh * N * P + p;
     const float x = c.zx[m * o.R + o.x + e];
-    const float al = c.alpha[mh], bv = c.beta[mh] * vp, gx = c.gamma[mh] * x;
+    state_row_step<NMAX>(N, c.starts[m] != 0, c.alpha[mh], c.beta[mh], c.gamma[mh], x, vp,
+                         k_prev_of(d, c, st0, t, mh), k, s);
     float acc = d_skip * x;
 #pragma unroll
-    for (int n = 0; n < NMAX; ++n) {
-      if (n < N) {
-        const float kpn = start ? 0.f : kp[n];
-        s[n] = al * s[n] + bv * kpn + gx * k[n];
-        acc += s[n] * q[n];
-        hist[static_cast<size_t>(n) * P] = s[n];
-      }
+    for (int n = 0; n < NMAX; ++n)
+      if (n < N) acc += s[n] * q[n];
+    if (float* keep = segment_state_at(d, c, t, b, h, p)) {
+#pragma unroll
+      for (int n = 0; n < NMAX; ++n)
+        if (n < N) keep[static_cast<size_t>(n) * P] = s[n];
     }
     c.y[m * E + e] = acc;
     vp = x;
@@ -275,8 +308,12 @@ __global__ void gate_backward_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk 
 //     dq[n] = Σ dy S_t[·,n],  dk[n] = dk_carry[n] + Σ γ x r[·,n],
 //     dk_carry'[n] = Σ β v_prev r[·,n],  dα = Σ r·S_{t-1},  dγ = Σ x (r·k),
 //     dβ = Σ v_prev (r·k_prev)
-// S_{t-1} is read from the forward's history (or state0 at t = 0); at a start
-// it, k_prev and v_prev are the zeros the forward used, and every carry is cut.
+// The chunk goes a segment [t0, t1) at a time, last first: S_{t0-1} ..
+// S_{t1-2} are rebuilt from the state the forward kept before the segment
+// (state0 for the first) into shared memory, seg (seg_len, N, blockDim.x),
+// each thread its own column; then the segment is walked backwards. At a
+// start S_{t-1}, k_prev and v_prev are the zeros the forward used, and every
+// carry is cut.
 template <int NMAX>
 __global__ void __launch_bounds__(kScanBwdThreads)
     scan_backward_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk c, int heads_per_block) {
@@ -286,13 +323,14 @@ __global__ void __launch_bounds__(kScanBwdThreads)
   const int hl = threadIdx.x / P, p = threadIdx.x % P;
   float* part = smem + static_cast<size_t>(hl) * K * Ps;                   // (K, Ps) per-p terms
   float* dkc = smem + static_cast<size_t>(heads_per_block) * K * Ps + hl * N;  // (N) dk_carry
+  float* my_seg = smem + static_cast<size_t>(heads_per_block) * (K * Ps + N) + threadIdx.x;
+  const size_t slot_stride = static_cast<size_t>(N) * blockDim.x;  // one step's rows in seg
   const int pair = blockIdx.x * heads_per_block + hl;  // b*H + h
   const bool active = pair < c.B * H;
   const int b = active ? pair / H : 0, h = pair % H, e = h * P + p;
   const Cols o = cols_of(d);
   const StateOffsets so = state_offsets(d);
   const float* st0 = c.state0 + b * c.stride;
-  const size_t BH = static_cast<size_t>(c.B) * H;
   const size_t NP = static_cast<size_t>(N) * P;
   const float d_skip = __ldg(w.d_skip + h);
 
@@ -300,79 +338,103 @@ __global__ void __launch_bounds__(kScanBwdThreads)
   // of state n, N..N+2 are dα, dγ, dβ. Item j belongs to thread p = j % P
   // for every t, so dkc[n] is only ever touched by its owner.
   for (int n = p; n < N; n += P) dkc[n] = 0.f;
-  float s_cur[NMAX], ds[NMAX];
-  {
-    const size_t mh_last = (static_cast<size_t>(c.T - 1) * c.B + b) * H + h;
+  float s_cur[NMAX], ds[NMAX];  // s_cur: S_t of the step being processed
 #pragma unroll
-    for (int n = 0; n < NMAX; ++n) {
-      ds[n] = 0.f;
-      s_cur[n] = active && n < N ? c.s_hist[mh_last * NP + static_cast<size_t>(n) * P + p] : 0.f;
-    }
-  }
+  for (int n = 0; n < NMAX; ++n) ds[n] = s_cur[n] = 0.f;
   float dv_carry = 0.f, dd = 0.f;
 
-  for (int t = c.T - 1; t >= 0; --t) {
-    const size_t m = static_cast<size_t>(t) * c.B + b, mh = m * H + h;
-    const bool start = active && c.starts[m] != 0;
+  const int last_seg = (c.T - 1) / c.seg_len;
+  for (int j = last_seg; j >= 0; --j) {
+    const int t0 = j * c.seg_len, t1 = min(t0 + c.seg_len, c.T);
+
+    // The rebuild: slot k holds S_{t0+k-1} as the forward had it (before a
+    // start at t0+k zeroes it for that step).
+    float sr[NMAX];
     if (active) {
-      const float dy = c.dy[m * E + e];
-      const float x = c.zx[m * o.R + o.x + e];
-      const float vp = start ? 0.f : (t > 0 ? c.zx[(m - c.B) * o.R + o.x + e] : st0[so.vp + e]);
-      const float al = c.alpha[mh], be = c.beta[mh], ga = c.gamma[mh];
-      const float* q = c.q + mh * N;
-      const float* k = c.k + mh * N;
-      const float* kp = t > 0 ? c.k + (mh - BH) * N : st0 + so.kp + static_cast<size_t>(h) * N;
-      const float* sp = t > 0 ? c.s_hist + (mh - BH) * NP + p : nullptr;  // S_{t-1} (stride P)
-      const float gx = ga * x, bv = be * vp;
-      float u = 0.f, wk = 0.f, dal = 0.f;
+      const float* src = j == 0 ? st0 + static_cast<size_t>(e) * N
+                                : c.seg_states + ((static_cast<size_t>(j - 1) * c.B + b) * H + h) * NP + p;
+      const size_t step = j == 0 ? 1 : static_cast<size_t>(P);
 #pragma unroll
-      for (int n = 0; n < NMAX; ++n) {
-        if (n < N) {
-          // S_{t-1} as it is (the next iteration's S_t) and as step t saw it.
-          const float s_prev = t > 0 ? sp[static_cast<size_t>(n) * P]
-                                     : (start ? 0.f : st0[static_cast<size_t>(e) * N + n]);
-          const float s_seen = start ? 0.f : s_prev;
-          const float kpn = start ? 0.f : kp[n];
-          const float r = ds[n] + dy * q[n];
-          u += r * k[n];
-          wk += r * kpn;
-          dal += r * s_seen;
-          part[n * Ps + p] = dy * s_cur[n];
-          part[(N + n) * Ps + p] = gx * r;
-          part[(2 * N + n) * Ps + p] = bv * r;
-          ds[n] = start ? 0.f : al * r;
-          s_cur[n] = s_prev;
-        }
-      }
-      part[3 * N * Ps + p] = dal;
-      part[(3 * N + 1) * Ps + p] = x * u;
-      part[(3 * N + 2) * Ps + p] = vp * wk;
-      c.dzx[m * o.R + o.x + e] = d_skip * dy + ga * u + dv_carry;
-      dv_carry = start ? 0.f : be * wk;
-      dd += dy * x;
+      for (int n = 0; n < NMAX; ++n) sr[n] = n < N ? src[n * step] : 0.f;
     }
-    __syncthreads();
-    if (active) {
-      for (int j = p; j < N + 3; j += P) {
-        if (j < N) {
-          float dq = 0.f, dk = dkc[j], dkp = 0.f;
-          for (int pp = 0; pp < P; ++pp) {
-            dq += part[j * Ps + pp];
-            dk += part[(N + j) * Ps + pp];
-            dkp += part[(2 * N + j) * Ps + pp];
+    for (int t = t0; t < t1; ++t) {
+      if (!active) break;
+      float* slot = my_seg + (t - t0) * slot_stride;
+#pragma unroll
+      for (int n = 0; n < NMAX; ++n)
+        if (n < N) slot[n * blockDim.x] = sr[n];
+      const size_t m = static_cast<size_t>(t) * c.B + b, mh = m * H + h;
+      const float vp = t > 0 ? c.zx[(m - c.B) * o.R + o.x + e] : st0[so.vp + e];
+      state_row_step<NMAX>(N, c.starts[m] != 0, c.alpha[mh], c.beta[mh], c.gamma[mh], c.zx[m * o.R + o.x + e],
+                           vp, k_prev_of(d, c, st0, t, mh), c.k + mh * N, sr);
+    }
+    if (j == last_seg && active) {
+#pragma unroll
+      for (int n = 0; n < NMAX; ++n) s_cur[n] = sr[n];
+    }
+
+    for (int t = t1 - 1; t >= t0; --t) {
+      const size_t m = static_cast<size_t>(t) * c.B + b, mh = m * H + h;
+      const bool start = active && c.starts[m] != 0;
+      if (active) {
+        const float dy = c.dy[m * E + e];
+        const float x = c.zx[m * o.R + o.x + e];
+        const float vp = start ? 0.f : (t > 0 ? c.zx[(m - c.B) * o.R + o.x + e] : st0[so.vp + e]);
+        const float al = c.alpha[mh], be = c.beta[mh], ga = c.gamma[mh];
+        const float* q = c.q + mh * N;
+        const float* k = c.k + mh * N;
+        const float* kp = k_prev_of(d, c, st0, t, mh);
+        const float* sp = my_seg + (t - t0) * slot_stride;  // S_{t-1} (stride blockDim.x)
+        const float gx = ga * x, bv = be * vp;
+        float u = 0.f, wk = 0.f, dal = 0.f;
+#pragma unroll
+        for (int n = 0; n < NMAX; ++n) {
+          if (n < N) {
+            // S_{t-1} as it is (the next iteration's S_t) and as step t saw it.
+            const float s_prev = sp[static_cast<size_t>(n) * blockDim.x];
+            const float s_seen = start ? 0.f : s_prev;
+            const float kpn = start ? 0.f : kp[n];
+            const float r = ds[n] + dy * q[n];
+            u += r * k[n];
+            wk += r * kpn;
+            dal += r * s_seen;
+            part[n * Ps + p] = dy * s_cur[n];
+            part[(N + n) * Ps + p] = gx * r;
+            part[(2 * N + n) * Ps + p] = bv * r;
+            ds[n] = start ? 0.f : al * r;
+            s_cur[n] = s_prev;
           }
-          c.dq[mh * N + j] = dq;
-          c.dk[mh * N + j] = dk;
-          dkc[j] = start ? 0.f : dkp;
-        } else {
-          const int s = j - N;  // 0: dα, 1: dγ, 2: dβ
-          float sum = 0.f;
-          for (int pp = 0; pp < P; ++pp) sum += part[(3 * N + s) * Ps + pp];
-          (s == 0 ? c.dalpha : s == 1 ? c.dgamma : c.dbeta)[mh] = sum;
+        }
+        part[3 * N * Ps + p] = dal;
+        part[(3 * N + 1) * Ps + p] = x * u;
+        part[(3 * N + 2) * Ps + p] = vp * wk;
+        c.dzx[m * o.R + o.x + e] = d_skip * dy + ga * u + dv_carry;
+        dv_carry = start ? 0.f : be * wk;
+        dd += dy * x;
+      }
+      __syncthreads();
+      if (active) {
+        for (int jj = p; jj < N + 3; jj += P) {
+          if (jj < N) {
+            float dq = 0.f, dk = dkc[jj], dkp = 0.f;
+            for (int pp = 0; pp < P; ++pp) {
+              dq += part[jj * Ps + pp];
+              dk += part[(N + jj) * Ps + pp];
+              dkp += part[(2 * N + jj) * Ps + pp];
+            }
+            c.dq[mh * N + jj] = dq;
+            c.dk[mh * N + jj] = dk;
+            dkc[jj] = start ? 0.f : dkp;
+          } else {
+            const int sc = jj - N;  // 0: dα, 1: dγ, 2: dβ
+            float sum = 0.f;
+            for (int pp = 0; pp < P; ++pp) sum += part[(3 * N + sc) * Ps + pp];
+            (sc == 0 ? c.dalpha : sc == 1 ? c.dgamma : c.dbeta)[mh] = sum;
+          }
         }
       }
+      __syncthreads();  // part is rewritten by the next step
     }
-    __syncthreads();  // part is rewritten by the next step
   }
   if (active) c.dd_part[(static_cast<size_t>(b) * P + p) * H + h] = dd;
 }
@@ -482,7 +544,7 @@ __global__ void bc_backward_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk c)
 
 }  // namespace
 
-void mamba3_chunk_configure(const Mamba3Dims& d) {
+void mamba3_chunk_check(const Mamba3Dims& d) {
   MAMBARL_CHECK(d.D > 0 && d.E > 0 && d.N > 0 && d.P > 0 && d.H > 0 && d.G > 0 && d.Na > 0,
                 "mamba3 chunk: dims must be positive");
   MAMBARL_CHECK(d.H * d.P == d.E && d.H % d.G == 0 && 2 * d.Na <= d.N,
@@ -495,7 +557,15 @@ void mamba3_chunk_configure(const Mamba3Dims& d) {
   MAMBARL_CHECK(d.P <= kMamba3ScanMaxHeaddim, "mamba3 chunk: headdim "
                                                   << d.P << " is more than "
                                                   << kMamba3ScanMaxHeaddim);
-  const size_t bytes = scan_bwd_smem(d);
+}
+
+int mamba3_max_segment_len(const Mamba3Dims& d) {
+  mamba3_chunk_check(d);
+  return scan_bwd_max_seg_len(d);
+}
+
+void mamba3_chunk_configure(const Mamba3Dims& d) {
+  const size_t bytes = scan_bwd_smem(d, mamba3_max_segment_len(d));
   const size_t limit = max_smem_per_block_optin();
   MAMBARL_CHECK(bytes <= limit, "mamba3 chunk: the backward scan needs "
                                     << bytes << " bytes of shared memory per block (d_state "
@@ -511,6 +581,7 @@ void mamba3_chunk_forward(const Mamba3Dims& d, const Mamba3Weights& w, const Mam
                           cudaStream_t stream) {
   MAMBARL_CHECK(c.T > 0 && c.B > 0, "mamba3 chunk: T (" << c.T << ") and B (" << c.B
                                                         << ") must be positive");
+  MAMBARL_CHECK(c.seg_len >= 1, "mamba3 chunk: seg_len " << c.seg_len << " must be at least 1");
   const size_t M = static_cast<size_t>(c.T) * c.B;
   prep_kernel<<<static_cast<unsigned>(M), kRowThreads, 2 * d.G * sizeof(float), stream>>>(d, w, c);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
@@ -530,14 +601,16 @@ void mamba3_chunk_backward(const Mamba3Dims& d, const Mamba3Weights& w, const Ma
                            cudaStream_t stream) {
   MAMBARL_CHECK(c.T > 0 && c.B > 0, "mamba3 chunk: T (" << c.T << ") and B (" << c.B
                                                         << ") must be positive");
+  MAMBARL_CHECK(c.seg_len >= 1, "mamba3 chunk: seg_len " << c.seg_len << " must be at least 1");
   const size_t M = static_cast<size_t>(c.T) * c.B;
   gate_backward_kernel<<<blocks_for(M * d.H, kThreads), kThreads, 0, stream>>>(d, w, c);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
   const int hb = scan_bwd_heads_per_block(d);
   const size_t pairs = static_cast<size_t>(c.B) * d.H;
+  const size_t smem = scan_bwd_smem(d, std::min(c.seg_len, c.T));
   with_state_width(d.N, [&](auto width) {
     scan_backward_kernel<decltype(width)::value>
-        <<<blocks_for(pairs, hb), hb * d.P, scan_bwd_smem(d), stream>>>(d, w, c, hb);
+        <<<blocks_for(pairs, hb), hb * d.P, smem, stream>>>(d, w, c, hb);
   });
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
   const size_t angle_threads = static_cast<size_t>(c.B) * d.H * d.Na;

@@ -13,8 +13,11 @@
 //           in place
 //   scan    per (b, h, p), t ascending, row p of S_h in registers:
 //           S = α S + β v_prev k_prev + γ x k,  y = S q + D x;  S_t saved
+//           every seg_len steps
 //   gate    per (row, head): y ⊙ silu(z), or the head's gated RMSNorm
-// Backward, in reverse: gate, scan (t descending, the P rows of a head
+// Backward, in reverse: gate, scan (t descending a segment at a time: the
+// segment's S_t rebuilt into shared memory from the state saved before it
+// with the forward's own step, so the same bits; the P rows of a head
 // reduce their terms through shared memory in a fixed order), angles
 // (un-rotates dk, dq; dφ through the scan), head scalars, B/C norms. A start
 // at t cuts every carry (dS, dk_prev, dv_prev, dφ) into t-1 and the initial
@@ -50,7 +53,10 @@ struct Mamba3Chunk {
   float* phi = nullptr;      // (M, H, Na) angle after step t, in [0, 2π)
   float* y = nullptr;        // (M, E) S q + D x
   float* y_rstd = nullptr;   // (M, H) gated-norm 1/rms per head (only with the norm)
-  float* s_hist = nullptr;   // (M, H, N, P) S_t after step t, n-major so loads coalesce over p
+  // S after steps seg_len-1, 2 seg_len-1, ... before the last:
+  // (mamba3_segment_states(T, seg_len) * B, H, N, P), n-major so loads coalesce over p.
+  float* seg_states = nullptr;
+  int seg_len = 1;
   float* gated = nullptr;    // (M, E) out_proj input
   // backward
   float* dgated = nullptr;     // (M, E) in: dL/dgated (the caller's out_proj GEMM)
@@ -68,9 +74,20 @@ struct Mamba3Chunk {
   float* dcn_part = nullptr;   // (M*G, N) per-token C_norm.weight terms
 };
 
-// Validates the dims for the chunk kernels and raises the backward scan's
-// shared-memory limit where it needs more than the default. Call before any
-// launch, never during capture.
+// States the forward keeps for a chunk of T steps in segments of seg_len.
+__host__ __device__ inline int mamba3_segment_states(int T, int seg_len) {
+  return (T + seg_len - 1) / seg_len - 1;
+}
+
+// Validates the dims for the chunk kernels (host arithmetic only).
+void mamba3_chunk_check(const Mamba3Dims& d);
+
+// The longest segment the backward scan's shared memory holds for these dims
+// (at least 1; host arithmetic only).
+int mamba3_max_segment_len(const Mamba3Dims& d);
+
+// Validates the dims and raises the backward scan's shared-memory limit where
+// it needs more than the default. Call before any launch, never during capture.
 void mamba3_chunk_configure(const Mamba3Dims& d);
 
 // zx filled -> y, gated, and everything the backward reads.

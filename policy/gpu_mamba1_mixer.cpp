@@ -29,10 +29,15 @@ class Carver {
 
 }  // namespace
 
-GpuMamba1Mixer::GpuMamba1Mixer(const Mamba1Mixer<float>& cpu, const ParamLayout& layout, int layer)
+GpuMamba1Mixer::GpuMamba1Mixer(const Mamba1Mixer<float>& cpu, const ParamLayout& layout, int layer,
+                               int segment_len)
     : state_size_(cpu.state_size()) {
   const Mamba1Config& c = cpu.config();
   d_ = mamba1_dims(c);
+  const int longest = cuda::mamba1_max_segment_len(d_);
+  MAMBARL_CHECK(segment_len >= 0 && segment_len <= longest,
+                "GpuMamba1Mixer: segment_len " << segment_len << " is outside [0, " << longest << "]");
+  segment_len_ = segment_len == 0 ? longest : segment_len;
   const int D = d_.D, E = d_.E, N = d_.N, K = d_.K, R = d_.R;
   const std::string pre = "layers." + std::to_string(layer) + ".mixer.";
   off_.in_proj = layout.offset_of(pre + "in_proj.weight", {2 * E, D}, "GpuMamba1Mixer");
@@ -62,6 +67,7 @@ void GpuMamba1Mixer::prepare(int T, int B) {
   cuda::mamba1_scan_check(d_, T, B);
   if (T == T_ && B == B_) return;
   U_ = nullptr;  // a forward() of the new shape must come before any backward()
+  cuda::mamba1_scan_configure(d_);
   const size_t M = static_cast<size_t>(T) * B, E = d_.E, N = d_.N, K = d_.K,
                RN = static_cast<size_t>(d_.R) + 2 * N, W = cuda::mamba1_channel_warps(d_.E),
                Bs = static_cast<size_t>(B);
@@ -75,7 +81,7 @@ void GpuMamba1Mixer::prepare(int T, int B) {
     act_.dbc = c.take(M * RN);
     act_.dt_lin = c.take(M * E);
     act_.delta = c.take(M * E);
-    act_.hist = c.take(M * N * E);
+    act_.seg_states = c.take(static_cast<size_t>(cuda::mamba1_segment_states(T, segment_len_)) * Bs * N * E);
     act_.y = c.take(M * E);
     act_.gated = c.take(M * E);
     bwd_.dgated = c.take(M * E);
@@ -94,6 +100,7 @@ void GpuMamba1Mixer::prepare(int T, int B) {
   arena_ = DeviceBuffer<float>();  // free the old chunk's buffers before allocating
   arena_ = DeviceBuffer<float>(carve(nullptr));
   carve(arena_.data());
+  act_.seg_len = segment_len_;
   T_ = T;
   B_ = B;
 }

@@ -9,10 +9,11 @@
 // GEMMs' transposes through cuda::gemm. Every buffer is carved out of one
 // arena at prepare(); forward/backward only enqueue work on exec.stream.
 //
-// Memory: the forward keeps H_t of every token for the backward, (T*B, N, E)
-// floats: 268 MB per layer at T=64, B=256, E=256, N=16, written once and read
-// once, where the CPU recomputes it env by env (the GPU has the memory and
-// not the serial time). Besides that, about 16 floats per token and channel.
+// Memory: the forward keeps the scan's state H (N*E floats) only every
+// segment_len() tokens, and the backward recomputes the states in between
+// (kernels/mamba1_scan.cuh): at T=32, B=16384, E=128, N=16 that is 3 kept
+// states per env instead of 31, 0.4 GB per layer instead of 4.3. Besides
+// that, about 16 floats per token and channel.
 #pragma once
 
 #include <cstddef>
@@ -31,8 +32,11 @@ class GpuMamba1Mixer final : public GpuMixer {
  public:
   // `cpu` is layer `layer` of a model whose parameters follow `layout`;
   // throws mambarl::Error if a parameter is missing or its shape disagrees
-  // with the mixer's config.
-  GpuMamba1Mixer(const Mamba1Mixer<float>& cpu, const ParamLayout& layout, int layer);
+  // with the mixer's config. segment_len: the scan's segment (0: the longest
+  // the backward's shared memory holds, the default; 1 keeps every state,
+  // which the tests compare the recompute against).
+  GpuMamba1Mixer(const Mamba1Mixer<float>& cpu, const ParamLayout& layout, int layer,
+                 int segment_len = 0);
 
   std::string type() const override { return "mamba1"; }
   size_t state_size() const override { return state_size_; }
@@ -44,6 +48,7 @@ class GpuMamba1Mixer final : public GpuMixer {
                 const GpuExec& exec) override;
   size_t gemm_cast_elems() const override;
   void bindings(std::vector<GraphBinding>& out) const override;
+  int segment_len() const { return segment_len_; }
 
  private:
   // Offsets of the layer's tensors in the flat parameter (and gradient) buffer.
@@ -55,6 +60,7 @@ class GpuMamba1Mixer final : public GpuMixer {
 
   cuda::Mamba1Dims d_;
   size_t state_size_ = 0;
+  int segment_len_ = 1;
   Offsets off_;
 
   // Set by prepare(): the chunk shape and the arena every buffer below lives in.

@@ -11,7 +11,8 @@
 
 namespace mambarl {
 
-GpuMamba3Mixer::GpuMamba3Mixer(const Mamba3Mixer<float>& cpu, const ParamLayout& layout, int layer) {
+GpuMamba3Mixer::GpuMamba3Mixer(const Mamba3Mixer<float>& cpu, const ParamLayout& layout, int layer,
+                               int segment_len) {
   const Mamba3Config& c = cpu.config();
   d_ = mamba3_dims(c);
   R_ = d_.in_rows();
@@ -28,6 +29,10 @@ GpuMamba3Mixer::GpuMamba3Mixer(const Mamba3Mixer<float>& cpu, const ParamLayout&
   off_.norm = c.is_outproj_norm ? layout.offset_of(pre + "norm.weight", {d_.E}, "GpuMamba3Mixer") : kNoNorm;
   off_.out_proj = layout.offset_of(pre + "out_proj.weight", {d_.D, d_.E}, "GpuMamba3Mixer");
   cuda::mamba3_chunk_configure(d_);
+  const int longest = cuda::mamba3_max_segment_len(d_);
+  MAMBARL_CHECK(segment_len >= 0 && segment_len <= longest,
+                "GpuMamba3Mixer: segment_len " << segment_len << " is outside [0, " << longest << "]");
+  chunk_.seg_len = segment_len == 0 ? longest : segment_len;
 }
 
 cuda::Mamba3Weights GpuMamba3Mixer::weights(const float* params) const {
@@ -66,7 +71,7 @@ size_t GpuMamba3Mixer::carve(float* base) {
   c.phi = take(M * H * d_.Na);
   c.y = take(M * E);
   c.y_rstd = take(norm ? M * H : 0);
-  c.s_hist = take(M * E * N);
+  c.seg_states = take(static_cast<size_t>(cuda::mamba3_segment_states(T_, c.seg_len)) * B_ * E * N);
   c.gated = take(M * E);
   c.dgated = take(M * E);
   c.dy = take(M * E);

@@ -10,9 +10,9 @@
 // replays and eager launches agree bit for bit) -> in_proj's dW and dX GEMMs.
 //
 // Memory: prepare(T, B) carves every activation out of one device
-// allocation, including S_t for every step (T*B*E*N floats: the backward
-// reads S_{t-1} instead of recomputing it), so a captured graph's pointers
-// never move.
+// allocation, so a captured graph's pointers never move. The state S (E*N
+// floats per env) is kept only every segment_len() steps; the backward scan
+// rebuilds the steps in between (kernels/mamba3_scan.cuh).
 #pragma once
 
 #include <cstddef>
@@ -31,7 +31,11 @@ class GpuMamba3Mixer final : public GpuMixer {
   // `cpu` is layer `layer` of a model whose parameters follow `layout`;
   // parameters are found by name ("layers.<layer>.mixer.in_proj.weight", ...)
   // and their shapes checked against cpu's config. Needs a CUDA device.
-  GpuMamba3Mixer(const Mamba3Mixer<float>& cpu, const ParamLayout& layout, int layer);
+  // segment_len: the scan's segment (0: the longest the backward's shared
+  // memory holds, the default; 1 keeps every state, which the tests compare
+  // the rebuild against).
+  GpuMamba3Mixer(const Mamba3Mixer<float>& cpu, const ParamLayout& layout, int layer,
+                 int segment_len = 0);
 
   std::string type() const override { return "mamba3"; }
   size_t state_size() const override { return state_size_; }
@@ -42,6 +46,7 @@ class GpuMamba3Mixer final : public GpuMixer {
                 const GpuExec& exec) override;
   size_t gemm_cast_elems() const override;
   void bindings(std::vector<GraphBinding>& out) const override;
+  int segment_len() const { return chunk_.seg_len; }
 
  private:
   // Offsets (in floats) of the layer's parameters in the flat buffer.

@@ -1,6 +1,7 @@
 // GpuMamba1Mixer against its CPU twin Mamba1Mixer<float>: Y, dU and every
 // layer gradient over chunks with episode starts inside and a random initial
-// state, plus graph replay == eager bit for bit (test/gpu_mixer_harness.hpp).
+// state, plus graph replay == eager bit for bit (test/gpu_mixer_harness.hpp);
+// the scan's recompute in segments against the stored path bit for bit.
 // The parity cases skip without a CUDA device unless MAMBARL_REQUIRE_GPU=1;
 // the layout refusals need no device.
 #define BOOST_TEST_MODULE gpu_mamba1_mixer
@@ -22,11 +23,16 @@ namespace utf = boost::unit_test;
 
 namespace {
 
-std::unique_ptr<GpuMixer> make_mamba1(const Mixer<float>& mixer, const ParamLayout& layout, int layer) {
-  const auto* m1 = dynamic_cast<const Mamba1Mixer<float>*>(&mixer);
-  BOOST_REQUIRE_MESSAGE(m1 != nullptr, "layer " << layer << " is '" << mixer.type() << "', not mamba1");
-  return std::make_unique<GpuMamba1Mixer>(*m1, layout, layer);
+// GpuMamba1Mixers whose scan keeps H every segment_len steps (0: the
+// default, the longest the backward's shared memory holds).
+mambarl::test::GpuMixerMaker mamba1_with_segment(int segment_len) {
+  return mambarl::test::gpu_mixer_maker<GpuMamba1Mixer, Mamba1Mixer<float>>(segment_len);
 }
+
+// Segments of 3 steps put segment edges inside every case's chunk (the
+// default segment holds some chunks whole), so resets fall inside segments,
+// on their first step and on their last.
+constexpr int kShortSegment = 3;
 
 // What each case reaches in the kernels:
 //   d_state 16 / 5 / 33: the register bounds NB = 16, 8, 64 (N < NB leaves padding lanes);
@@ -56,9 +62,9 @@ const std::vector<GpuMixerCase>& cases() {
 
 BOOST_AUTO_TEST_SUITE(gpu_mamba1_mixer, *utf::precondition(gpu_or_required))
 
-BOOST_AUTO_TEST_CASE(matches_cpu_mixer) {
+BOOST_AUTO_TEST_CASE(matches_cpu_mixer_and_the_stored_path) {
   require_gpu();
-  for (const GpuMixerCase& c : cases()) mambarl::test::check_gpu_mixer_parity(c, make_mamba1);
+  mambarl::test::check_gpu_scan_segments(cases(), mamba1_with_segment, {0, kShortSegment});
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -82,4 +88,20 @@ BOOST_AUTO_TEST_CASE(refuses_a_layout_that_does_not_match) {
   BOOST_CHECK_EXCEPTION(GpuMamba1Mixer(wider, model->layout(), 0), Error, [](const Error& e) {
     return std::string(e.what()).find("does not have the shape") != std::string::npos;
   });
+}
+
+// The segment length: the default recomputes (more than one step per
+// segment); lengths the backward's shared memory cannot hold are refused.
+BOOST_AUTO_TEST_CASE(segment_len_defaults_to_a_recompute_and_refuses_out_of_range) {
+  const PolicyConfig cfg = PolicyConfig::from_yaml(
+      ConfigNode(YAML::Load("{type: mamba1, d_model: 64, n_layers: 1, d_state: 16}"), "test.yaml", "policy"));
+  const auto model = make_actor_critic<float>(cfg, 3, HeadSpec{true, 2});
+  const auto& m1 = dynamic_cast<const Mamba1Mixer<float>&>(model->mixer(0));
+  const int longest = GpuMamba1Mixer(m1, model->layout(), 0).segment_len();
+  BOOST_TEST(longest > 1);
+  BOOST_TEST(GpuMamba1Mixer(m1, model->layout(), 0, 1).segment_len() == 1);
+  for (const int bad : {-1, longest + 1})
+    BOOST_CHECK_EXCEPTION(GpuMamba1Mixer(m1, model->layout(), 0, bad), Error, [&](const Error& e) {
+      return std::string(e.what()).find("segment_len " + std::to_string(bad)) != std::string::npos;
+    });
 }

@@ -1,7 +1,8 @@
 // GpuMamba3Mixer against Mamba3Mixer<float> on one chunk: Y, dU and every
 // gradient of the layer, with episode starts inside the chunk and a random
 // initial state, then graph replay == eager bit for bit
-// (test/gpu_mixer_harness.hpp). Without a CUDA device the parity suite is
+// (test/gpu_mixer_harness.hpp); the scan's rebuild in segments against the
+// stored path bit for bit. Without a CUDA device the parity suite is
 // skipped unless MAMBARL_REQUIRE_GPU=1; the refusal suite needs no device.
 #define BOOST_TEST_MODULE gpu_mamba3_mixer
 #include <boost/test/unit_test.hpp>
@@ -22,11 +23,15 @@ using mambarl::test::require_gpu;
 
 namespace {
 
-std::unique_ptr<GpuMixer> make_mamba3(const Mixer<float>& mixer, const ParamLayout& layout, int layer) {
-  const auto* m3 = dynamic_cast<const Mamba3Mixer<float>*>(&mixer);
-  BOOST_REQUIRE_MESSAGE(m3 != nullptr, "layer " << layer << " is '" << mixer.type() << "', not mamba3");
-  return std::make_unique<GpuMamba3Mixer>(*m3, layout, layer);
+// GpuMamba3Mixers whose scan keeps S every segment_len steps (0: the
+// default, the longest the backward's shared memory holds).
+mambarl::test::GpuMixerMaker mamba3_with_segment(int segment_len) {
+  return mambarl::test::gpu_mixer_maker<GpuMamba3Mixer, Mamba3Mixer<float>>(segment_len);
 }
+
+// Segments of 2 steps (the longest N64 P64 allows) put an edge beside every
+// step; the default segment (8 steps at N16 P16) holds starts inside it.
+constexpr int kShortSegment = 2;
 
 // Every code path of the chunk kernels: the three register widths of a row
 // of S (N <= 16, 32, 64), d_state divisible by 4 and not, headdim a power of
@@ -62,9 +67,25 @@ const std::vector<GpuMixerCase>& cases() {
 
 BOOST_AUTO_TEST_SUITE(parity, *boost::unit_test::precondition(gpu_or_required))
 
-BOOST_AUTO_TEST_CASE(matches_cpu_mixer) {
+BOOST_AUTO_TEST_CASE(matches_cpu_mixer_and_the_stored_path) {
   require_gpu();
-  for (const GpuMixerCase& c : cases()) mambarl::test::check_gpu_mixer_parity(c, make_mamba3);
+  mambarl::test::check_gpu_scan_segments(cases(), mamba3_with_segment, {0, kShortSegment});
+}
+
+// The default recomputes (more than one step per segment); a length the
+// backward's shared memory cannot hold is refused by name.
+BOOST_AUTO_TEST_CASE(segment_len_defaults_to_a_recompute_and_refuses_out_of_range) {
+  require_gpu();
+  const PolicyConfig cfg = PolicyConfig::from_yaml(ConfigNode(
+      YAML::Load("{type: mamba3, d_model: 64, d_state: 16, headdim: 16}"), "test.yaml", "policy"));
+  const auto model = make_actor_critic<float>(cfg, 3, HeadSpec{true, 2});
+  const auto& m3 = dynamic_cast<const Mamba3Mixer<float>&>(model->mixer(0));
+  const int longest = GpuMamba3Mixer(m3, model->layout(), 0).segment_len();
+  BOOST_TEST(longest > 1);
+  for (const int bad : {-1, longest + 1})
+    BOOST_CHECK_EXCEPTION(GpuMamba3Mixer(m3, model->layout(), 0, bad), Error, [&](const Error& e) {
+      return std::string(e.what()).find("segment_len " + std::to_string(bad)) != std::string::npos;
+    });
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -75,7 +96,7 @@ BOOST_AUTO_TEST_CASE(refuses_too_large_d_state) {
   const PolicyConfig cfg = PolicyConfig::from_yaml(ConfigNode(
       YAML::Load("{type: mamba3, d_model: 16, d_state: 80, headdim: 8}"), "test.yaml", "policy"));
   const auto model = make_actor_critic<float>(cfg, 3, HeadSpec{true, 2});
-  BOOST_CHECK_EXCEPTION(make_mamba3(model->mixer(0), model->layout(), 0), Error, [](const Error& e) {
+  BOOST_CHECK_EXCEPTION(mamba3_with_segment(0)(model->mixer(0), model->layout(), 0), Error, [](const Error& e) {
     return std::string(e.what()).find("d_state 80") != std::string::npos;
   });
 }
