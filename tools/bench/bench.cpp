@@ -325,7 +325,7 @@ std::vector<GpuTrainShape> parse_train_shape(const std::string& s) {
   char x1 = 0, x2 = 0, x3 = 0;
   std::istringstream in(s);
   in >> t.T >> x1 >> t.B >> x2 >> t.D >> x3 >> t.L;
-  MAMBARL_CHECK(
+  MAMBARL_USER_CHECK(
       in && in.peek() == EOF && x1 == 'x' && x2 == 'x' && x3 == 'x' && t.T > 0 && t.B > 0 && t.D > 0 &&
           t.L > 0,
       "bench train: --shape wants TxBxDxL with positive integers (e.g. 32x16384x64x2), got '" << s << "'");

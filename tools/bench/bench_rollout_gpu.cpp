@@ -179,7 +179,7 @@ std::string bench_shape(const GpuShape& s, int reps, double copy_tbps, bool bf16
 }  // namespace
 
 std::string bench_rollout_gpu_json(int reps, int only_shape) {
-  MAMBARL_CHECK(reps >= 1000, "bench rollout --device cuda: reps must be >= 1000, got " << reps);
+  MAMBARL_USER_CHECK(reps >= 1000, "bench rollout --device cuda: --reps " << reps << " is too few: the medians want 1000 or more steps");
   int dev = 0;
   MAMBARL_CUDA_CHECK(cudaGetDevice(&dev));
   cudaDeviceProp prop{};

@@ -116,7 +116,7 @@ std::string bench_shape(const std::string& type, const GpuTrainShape& s, Precisi
 }  // namespace
 
 std::string bench_train_gpu_json(int reps, const std::vector<GpuTrainShape>& shapes) {
-  MAMBARL_CHECK(reps >= 20, "bench train --device cuda: reps must be >= 20, got " << reps);
+  MAMBARL_USER_CHECK(reps >= 20, "bench train --device cuda: --reps " << reps << " is too few: the medians want 20 or more updates");
   int dev = 0;
   MAMBARL_CUDA_CHECK(cudaGetDevice(&dev));
   cudaDeviceProp prop{};
