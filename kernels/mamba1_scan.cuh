@@ -23,7 +23,8 @@
 // stored path the tests compare against).
 //
 // Parallel shape: the scans give one thread per (env b, channel e) that walks
-// t sequentially with its N states in registers; a block holds channels of a
+// t sequentially with its N states in registers (the backward's rebuilt
+// segment in shared memory, each thread its own column); a block holds channels of a
 // single env so the per-token B_t, C_t loads are uniform across it. Nothing
 // is reduced with atomics: [dB dC] (sums over e) go through per-warp partials
 // summed in warp order, and every parameter gradient (a sum over t and b) is a
