@@ -89,10 +89,9 @@ __device__ __forceinline__ void state_step(int N, bool start, float delta, float
 // n), or nullptr where t does not end a segment (or is the chunk's last).
 __device__ __forceinline__ float* segment_state_at(const Mamba1Dims& d, const Mamba1Chunk& c,
                                                    const Mamba1Activations& act, int t, int b, int e) {
-  const int next = t + 1;
-  if (next % act.seg_len != 0 || next >= c.T) return nullptr;
-  const size_t slot = static_cast<size_t>(next / act.seg_len - 1) * c.B + b;
-  return act.seg_states + slot * d.N * d.E + e;
+  const int slot = scan_segment_slot_after(t, c.T, act.seg_len);
+  if (slot < 0) return nullptr;
+  return act.seg_states + (static_cast<size_t>(slot) * c.B + b) * d.N * d.E + e;
 }
 
 // One thread per (env, channel) walking t forward with H (NB >= N states) in

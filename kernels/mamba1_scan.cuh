@@ -38,6 +38,7 @@
 #include <cstdint>
 
 #include "kernels/mamba1_step.cuh"
+#include "kernels/scan_segments.cuh"
 
 namespace mambarl::cuda {
 
@@ -60,7 +61,7 @@ struct Mamba1Activations {
   float* dt_lin = nullptr;  // (T*B, E) W_dt δ, dt_proj.bias not added
   float* delta = nullptr;   // (T*B, E) Δ = softplus(dt_lin + b_dt)
   // H after tokens seg_len-1, 2 seg_len-1, ... before the last token:
-  // (mamba1_segment_states(T, seg_len), B, N, E), n-major (coalesced over e).
+  // (scan_segment_states(T, seg_len), B, N, E), n-major (coalesced over e).
   float* seg_states = nullptr;
   int seg_len = 1;
   float* y = nullptr;       // (T*B, E) H C + D xc
@@ -84,11 +85,6 @@ struct Mamba1Backward {
 
 // Warps per token row of E channels: the partials [dB dC] is summed over.
 __host__ __device__ inline int mamba1_channel_warps(int E) { return (E + 31) / 32; }
-
-// States the forward keeps for a chunk of T steps in segments of seg_len.
-__host__ __device__ inline int mamba1_segment_states(int T, int seg_len) {
-  return (T + seg_len - 1) / seg_len - 1;
-}
 
 // Throws mambarl::Error unless the kernels support these dims and chunk
 // (d_state <= kMamba1MaxState, d_conv <= kMamba1MaxConv, T and B positive).

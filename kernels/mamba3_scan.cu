@@ -185,9 +185,9 @@ __device__ __forceinline__ void state_row_step(int N, bool start, float al, floa
 // P over n), or nullptr where t does not end a segment (or is the last step).
 __device__ __forceinline__ float* segment_state_at(const Mamba3Dims& d, const Mamba3Chunk& c, int t, int b,
                                                    int h, int p) {
-  const int next = t + 1;
-  if (next % c.seg_len != 0 || next >= c.T) return nullptr;
-  const size_t row = (static_cast<size_t>(next / c.seg_len - 1) * c.B + b) * d.H + h;
+  const int slot = scan_segment_slot_after(t, c.T, c.seg_len);
+  if (slot < 0) return nullptr;
+  const size_t row = (static_cast<size_t>(slot) * c.B + b) * d.H + h;
   return c.seg_states + row * d.N * d.P + p;
 }
 
@@ -196,6 +196,12 @@ __device__ __forceinline__ const float* k_prev_of(const Mamba3Dims& d, const Mam
                                                   int t, size_t mh) {
   return t > 0 ? c.k + (mh - static_cast<size_t>(c.B) * d.H) * d.N
                : st0 + state_offsets(d).kp + static_cast<size_t>(mh % d.H) * d.N;
+}
+
+// v_prev of step t in channel e: x of step t-1, or the initial state's at t = 0.
+__device__ __forceinline__ float v_prev_of(const Mamba3Dims& d, const Mamba3Chunk& c, const float* st0, int t,
+                                           size_t m, int e) {
+  return t > 0 ? c.zx[(m - c.B) * cols_of(d).R + cols_of(d).x + e] : st0[state_offsets(d).vp + e];
 }
 
 // One thread per (b, h, p) with row p of S_h in registers, walking t.
@@ -329,7 +335,6 @@ __global__ void __launch_bounds__(kScanBwdThreads)
   const bool active = pair < c.B * H;
   const int b = active ? pair / H : 0, h = pair % H, e = h * P + p;
   const Cols o = cols_of(d);
-  const StateOffsets so = state_offsets(d);
   const float* st0 = c.state0 + b * c.stride;
   const size_t NP = static_cast<size_t>(N) * P;
   const float d_skip = __ldg(w.d_skip + h);
@@ -364,9 +369,8 @@ __global__ void __launch_bounds__(kScanBwdThreads)
       for (int n = 0; n < NMAX; ++n)
         if (n < N) slot[n * blockDim.x] = sr[n];
       const size_t m = static_cast<size_t>(t) * c.B + b, mh = m * H + h;
-      const float vp = t > 0 ? c.zx[(m - c.B) * o.R + o.x + e] : st0[so.vp + e];
       state_row_step<NMAX>(N, c.starts[m] != 0, c.alpha[mh], c.beta[mh], c.gamma[mh], c.zx[m * o.R + o.x + e],
-                           vp, k_prev_of(d, c, st0, t, mh), c.k + mh * N, sr);
+                           v_prev_of(d, c, st0, t, m, e), k_prev_of(d, c, st0, t, mh), c.k + mh * N, sr);
     }
     if (j == last_seg && active) {
 #pragma unroll
@@ -379,7 +383,7 @@ __global__ void __launch_bounds__(kScanBwdThreads)
       if (active) {
         const float dy = c.dy[m * E + e];
         const float x = c.zx[m * o.R + o.x + e];
-        const float vp = start ? 0.f : (t > 0 ? c.zx[(m - c.B) * o.R + o.x + e] : st0[so.vp + e]);
+        const float vp = start ? 0.f : v_prev_of(d, c, st0, t, m, e);
         const float al = c.alpha[mh], be = c.beta[mh], ga = c.gamma[mh];
         const float* q = c.q + mh * N;
         const float* k = c.k + mh * N;

@@ -31,6 +31,7 @@
 
 #include "kernels/kernel_limits.hpp"  // kMamba3ScanMaxState, kMamba3ScanMaxHeaddim
 #include "kernels/mamba3_step.cuh"
+#include "kernels/scan_segments.cuh"
 
 namespace mambarl::cuda {
 
@@ -54,7 +55,7 @@ struct Mamba3Chunk {
   float* y = nullptr;        // (M, E) S q + D x
   float* y_rstd = nullptr;   // (M, H) gated-norm 1/rms per head (only with the norm)
   // S after steps seg_len-1, 2 seg_len-1, ... before the last:
-  // (mamba3_segment_states(T, seg_len) * B, H, N, P), n-major so loads coalesce over p.
+  // (scan_segment_states(T, seg_len) * B, H, N, P), n-major so loads coalesce over p.
   float* seg_states = nullptr;
   int seg_len = 1;
   float* gated = nullptr;    // (M, E) out_proj input
@@ -73,11 +74,6 @@ struct Mamba3Chunk {
   float* dbn_part = nullptr;   // (M*G, N) per-token B_norm.weight terms
   float* dcn_part = nullptr;   // (M*G, N) per-token C_norm.weight terms
 };
-
-// States the forward keeps for a chunk of T steps in segments of seg_len.
-__host__ __device__ inline int mamba3_segment_states(int T, int seg_len) {
-  return (T + seg_len - 1) / seg_len - 1;
-}
 
 // Validates the dims for the chunk kernels (host arithmetic only).
 void mamba3_chunk_check(const Mamba3Dims& d);

@@ -34,10 +34,7 @@ GpuMamba1Mixer::GpuMamba1Mixer(const Mamba1Mixer<float>& cpu, const ParamLayout&
     : state_size_(cpu.state_size()) {
   const Mamba1Config& c = cpu.config();
   d_ = mamba1_dims(c);
-  const int longest = cuda::mamba1_max_segment_len(d_);
-  MAMBARL_CHECK(segment_len >= 0 && segment_len <= longest,
-                "GpuMamba1Mixer: segment_len " << segment_len << " is outside [0, " << longest << "]");
-  segment_len_ = segment_len == 0 ? longest : segment_len;
+  act_.seg_len = cuda::scan_segment_len(segment_len, cuda::mamba1_max_segment_len(d_), "GpuMamba1Mixer");
   const int D = d_.D, E = d_.E, N = d_.N, K = d_.K, R = d_.R;
   const std::string pre = "layers." + std::to_string(layer) + ".mixer.";
   off_.in_proj = layout.offset_of(pre + "in_proj.weight", {2 * E, D}, "GpuMamba1Mixer");
@@ -81,7 +78,7 @@ void GpuMamba1Mixer::prepare(int T, int B) {
     act_.dbc = c.take(M * RN);
     act_.dt_lin = c.take(M * E);
     act_.delta = c.take(M * E);
-    act_.seg_states = c.take(static_cast<size_t>(cuda::mamba1_segment_states(T, segment_len_)) * Bs * N * E);
+    act_.seg_states = c.take(static_cast<size_t>(cuda::scan_segment_states(T, act_.seg_len)) * Bs * N * E);
     act_.y = c.take(M * E);
     act_.gated = c.take(M * E);
     bwd_.dgated = c.take(M * E);
@@ -100,7 +97,6 @@ void GpuMamba1Mixer::prepare(int T, int B) {
   arena_ = DeviceBuffer<float>();  // free the old chunk's buffers before allocating
   arena_ = DeviceBuffer<float>(carve(nullptr));
   carve(arena_.data());
-  act_.seg_len = segment_len_;
   T_ = T;
   B_ = B;
 }

@@ -48,7 +48,7 @@ class GpuMamba1Mixer final : public GpuMixer {
                 const GpuExec& exec) override;
   size_t gemm_cast_elems() const override;
   void bindings(std::vector<GraphBinding>& out) const override;
-  int segment_len() const { return segment_len_; }
+  int segment_len() const { return act_.seg_len; }
 
  private:
   // Offsets of the layer's tensors in the flat parameter (and gradient) buffer.
@@ -60,7 +60,6 @@ class GpuMamba1Mixer final : public GpuMixer {
 
   cuda::Mamba1Dims d_;
   size_t state_size_ = 0;
-  int segment_len_ = 1;
   Offsets off_;
 
   // Set by prepare(): the chunk shape and the arena every buffer below lives in.

@@ -29,10 +29,7 @@ GpuMamba3Mixer::GpuMamba3Mixer(const Mamba3Mixer<float>& cpu, const ParamLayout&
   off_.norm = c.is_outproj_norm ? layout.offset_of(pre + "norm.weight", {d_.E}, "GpuMamba3Mixer") : kNoNorm;
   off_.out_proj = layout.offset_of(pre + "out_proj.weight", {d_.D, d_.E}, "GpuMamba3Mixer");
   cuda::mamba3_chunk_configure(d_);
-  const int longest = cuda::mamba3_max_segment_len(d_);
-  MAMBARL_CHECK(segment_len >= 0 && segment_len <= longest,
-                "GpuMamba3Mixer: segment_len " << segment_len << " is outside [0, " << longest << "]");
-  chunk_.seg_len = segment_len == 0 ? longest : segment_len;
+  chunk_.seg_len = cuda::scan_segment_len(segment_len, cuda::mamba3_max_segment_len(d_), "GpuMamba3Mixer");
 }
 
 cuda::Mamba3Weights GpuMamba3Mixer::weights(const float* params) const {
@@ -71,7 +68,7 @@ size_t GpuMamba3Mixer::carve(float* base) {
   c.phi = take(M * H * d_.Na);
   c.y = take(M * E);
   c.y_rstd = take(norm ? M * H : 0);
-  c.seg_states = take(static_cast<size_t>(cuda::mamba3_segment_states(T_, c.seg_len)) * B_ * E * N);
+  c.seg_states = take(static_cast<size_t>(cuda::scan_segment_states(T_, c.seg_len)) * B_ * E * N);
   c.gated = take(M * E);
   c.dgated = take(M * E);
   c.dy = take(M * E);
