@@ -1,7 +1,8 @@
 // The parts of two training runs' outputs that must match bit for bit (a
 // resumed run against one that never stopped): learner bytes of a checkpoint
-// and the metrics without timing columns. Needs only the safetensors reader,
-// so suites that run `mambarl` as a child use it too.
+// and the metrics without timing columns; and one metrics column by name.
+// Needs only the safetensors reader, so suites that run `mambarl` as a child
+// use it too.
 #pragma once
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <iterator>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,26 @@ inline std::string metrics_without_timing(const std::filesystem::path& p) {
       if (!drop[col]) out += cell + ",";
     }
     out += "\n";
+  }
+  return out;
+}
+
+// One column of a metrics.csv, found by name in the header, a value per update.
+inline std::vector<double> metrics_column(const std::filesystem::path& p, const std::string& name) {
+  std::istringstream in(read_file(p));
+  std::string line, cell;
+  std::getline(in, line);
+  std::istringstream header(line);
+  size_t want = 0;
+  bool found = false;
+  for (size_t col = 0; !found && std::getline(header, cell, ','); ++col)
+    if (cell == name) want = col, found = true;
+  if (!found) throw std::runtime_error(p.string() + " has no column '" + name + "'");
+  std::vector<double> out;
+  while (std::getline(in, line)) {
+    std::istringstream cells(line);
+    for (size_t col = 0; std::getline(cells, cell, ','); ++col)
+      if (col == want) out.push_back(std::stod(cell));
   }
   return out;
 }

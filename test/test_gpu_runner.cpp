@@ -1,7 +1,8 @@
 // The GPU-resident runner path (env.backend: cuda; label gpu): the runner's
 // kernels against their CPU twins (GAE, reward scaling, minibatch gather), a
-// DeviceRollout chunk against the CPU worker's chunk from the same seeds, and
-// stop + resume == uninterrupted with GPU envs. Skipped without a CUDA device
+// DeviceRollout chunk against the CPU worker's chunk from the same seeds,
+// stop + resume == uninterrupted with GPU envs, and async mode's policy lag
+// and reproducibility. Skipped without a CUDA device
 // unless MAMBARL_REQUIRE_GPU=1.
 #define BOOST_TEST_MODULE gpu_runner
 #include <boost/test/unit_test.hpp>
@@ -415,6 +416,60 @@ BOOST_AUTO_TEST_CASE(gpu_env_learner_context_matches_cpu_and_resumes_bit_exactly
   BOOST_TEST(log.find("(bit-exact: sync mode)") != std::string::npos);
   BOOST_TEST(s3.env_steps == 49152);
   for (const auto& dir : {whole, split, from_cpu}) fs::remove_all(dir);
+}
+
+// runtime.sync: false with GPU envs: each chunk is collected while the
+// learner trains on the last one. The first update is the sync run's (the
+// same chunk and weights); every later one trains on a chunk exactly one
+// update old (metrics' policy_lag); the run reproduces bit for bit from its
+// seed (one host thread orders every launch); a run stopped after 3 updates
+// has counted 3 chunks (the one in flight is dropped), and resumes with its
+// envs restarted, as async resumes do, to the same budget.
+BOOST_AUTO_TEST_CASE(gpu_env_async_training_lags_one_update_and_reproduces) {
+  require_gpu();
+  const std::vector<std::string> sync = {"env.backend=cuda", "env.num_envs=256", "algo.total_env_steps=49152",
+                                         "runtime.checkpoint_every=2", "runtime.device=cuda"};
+  std::vector<std::string> async = sync;
+  async.push_back("runtime.sync=false");
+  const auto sync_dir = out_dir("gpu_async_sync"), one = out_dir("gpu_async_one"), two = out_dir("gpu_async_two"),
+             split = out_dir("gpu_async_split");
+  train("cartpole_mamba1", sync_dir, sync);
+  std::string log;
+  const TrainSummary s = train("cartpole_mamba1", one, async, false, &log);
+  BOOST_TEST_MESSAGE(log);
+  BOOST_TEST(log.find("256 envs on the GPU, ") != std::string::npos);
+  BOOST_TEST(log.find("async (each chunk collected while the learner trains on the last)") != std::string::npos);
+  BOOST_TEST(s.env_steps == 49152);  // 6 updates of 256 x 32
+  BOOST_TEST(std::isfinite(s.mean_return));
+
+  const std::vector<double> lag = metrics_column(one / "metrics.csv", "policy_lag");
+  BOOST_REQUIRE_EQUAL(lag.size(), 6u);
+  BOOST_TEST(lag[0] == 0.0);
+  for (size_t u = 1; u < lag.size(); ++u) BOOST_TEST(lag[u] == 1.0, "update " << u + 1);
+  BOOST_TEST(metrics_column(one / "metrics.csv", "dropped_chunks") == std::vector<double>(6, 0.0),
+             boost::test_tools::per_element());
+  const auto first_row = [](const fs::path& dir) {
+    std::istringstream in(metrics_without_timing(dir / "metrics.csv"));
+    std::string header, row;
+    std::getline(in, header);
+    std::getline(in, row);
+    return row;
+  };
+  BOOST_TEST(first_row(one) == first_row(sync_dir));
+  BOOST_TEST(metrics_without_timing(one / "metrics.csv") != metrics_without_timing(sync_dir / "metrics.csv"));
+
+  train("cartpole_mamba1", two, async);
+  BOOST_TEST(metrics_without_timing(one / "metrics.csv") == metrics_without_timing(two / "metrics.csv"));
+  BOOST_TEST(learner_bytes(one / "checkpoint.safetensors") == learner_bytes(two / "checkpoint.safetensors"));
+
+  auto first = async;
+  first.push_back("runtime.stop_after_updates=3");
+  BOOST_TEST(train("cartpole_mamba1", split, first).env_steps == 3 * 256 * 32);
+  const TrainSummary resumed = train("cartpole_mamba1", split, async, /*resume=*/true, &log);
+  BOOST_TEST(log.find("(envs restarted: async mode)") != std::string::npos, log);
+  BOOST_TEST(resumed.env_steps == 49152);
+  BOOST_TEST(std::isfinite(resumed.mean_return));
+  for (const auto& dir : {sync_dir, one, two, split}) fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -861,8 +861,8 @@ BOOST_AUTO_TEST_CASE(metrics_rows_split_the_update_into_collect_and_learn) {
   fs::remove_all(dir);
 }
 
-// env.backend: cuda needs the policy on the GPU, the synchronous loop and an
-// env type with a CUDA version; each mistake is a ConfigError naming the keys
+// env.backend: cuda needs the policy on the GPU, in async mode one actor and
+// a policy lag of 1 allowed, and an env type with a CUDA version; each mistake is a ConfigError naming the keys
 // involved, raised before any GPU work (this suite hides every GPU, so the
 // checks cannot depend on one). runtime.device: auto that lands on the CPU
 // runs the envs there too, after one line saying so.
@@ -890,8 +890,11 @@ BOOST_AUTO_TEST_CASE(env_backend_cuda_config_errors) {
     };
   };
   BOOST_CHECK_EXCEPTION(run({"runtime.device=cpu"}), ConfigError, names({"env.backend", "runtime.device", "cpu"}));
-  BOOST_CHECK_EXCEPTION(run({"runtime.device=cuda", "runtime.sync=false"}), ConfigError,
-                        names({"runtime.sync", "env.backend"}));
+  // Async mode with GPU envs is one rollout graph, one chunk ahead of the learner.
+  BOOST_CHECK_EXCEPTION(run({"runtime.device=cuda", "runtime.sync=false", "runtime.num_actors=2"}), ConfigError,
+                        names({"runtime.num_actors", "2 actor threads", "env.backend"}));
+  BOOST_CHECK_EXCEPTION(run({"runtime.device=cuda", "runtime.sync=false", "runtime.max_policy_lag=0"}), ConfigError,
+                        names({"runtime.max_policy_lag", "runtime.sync: false", "1 update old"}));
   BOOST_CHECK_EXCEPTION(run({"runtime.device=cuda", "runtime.overlap_envs=on"}), ConfigError,
                         names({"runtime.overlap_envs", "env.backend"}));
   BOOST_CHECK_EXCEPTION(run({"runtime.device=cuda", "env.backend=gpu"}), ConfigError,

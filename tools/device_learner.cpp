@@ -31,7 +31,8 @@ DeviceLearner::DeviceLearner(PolicyHandle& policy, const AlgoConfig& algo, uint6
   init_state_ = DeviceBuffer<float>(static_cast<size_t>(Bm_) * c.state_size);
 }
 
-UpdateStats DeviceLearner::learn(const DeviceChunk& c, cudaStream_t s, double lr) {
+UpdateStats DeviceLearner::learn(const DeviceChunk& c, double lr) {
+  const cudaStream_t s = stream_.get();
   // Each sequence: the window's context_T + T steps of obs and starts
   // (tools/device_rollout.hpp), the loss arrays the chunk's T.
   const int T = c.T, Tall = c.context_T + c.T, B = c.B, Bm = Bm_, O = c.obs_dim, W = c.act_width;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/base/rng.hpp"
+#include "kernels/cuda_handles.cuh"
 #include "kernels/device_buffer.cuh"
 #include "plugin/plugin_host.hpp"
 #include "tools/device_rollout.hpp"
@@ -23,9 +24,11 @@ class DeviceLearner {
  public:
   // Buffers sized for chunks shaped like `shape` (B divisible by algo.minibatches); seeded like LearnerLoop.
   DeviceLearner(PolicyHandle& policy, const AlgoConfig& algo, uint64_t seed, const DeviceChunk& shape);
-  // Runs on `stream` (the rollout's, so the chunk is complete); every
-  // train_step waits for its minibatch's gather.
-  UpdateStats learn(const DeviceChunk& c, cudaStream_t stream, double lr);
+  // The chunk must be complete (its writer's stream synchronised). The
+  // gathers run on the learner's own stream, so an async run's next chunk,
+  // collected on the rollout's, is not held up by them; every train_step
+  // waits for its minibatch's gather.
+  UpdateStats learn(const DeviceChunk& c, double lr);
   Rng& rng() { return rng_; }  // minibatch shuffling; saved in checkpoints
 
  private:
@@ -34,6 +37,7 @@ class DeviceLearner {
   Rng rng_;
   std::vector<int> order_;      // (B) shuffled columns
   int Bm_;
+  CudaStream stream_;
   PinnedBuffer<int> cols_h_;    // (Bm) this minibatch's columns, staged for the upload
   DeviceBuffer<int> cols_;      // (Bm)
   // One minibatch, gathered (T, Bm, ...) time-major.

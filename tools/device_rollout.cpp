@@ -31,6 +31,30 @@ DeviceChunk::DeviceChunk(int T_, int B_, int obs_dim_, int act_width_, size_t st
   episode_length = DeviceBuffer<int32_t>(n);
 }
 
+void DeviceChunk::copy_from(const DeviceChunk& from, cudaStream_t s) {
+  MAMBARL_CHECK(from.T == T && from.B == B && from.obs_dim == obs_dim && from.act_width == act_width &&
+                    from.context_T == context_T && from.state_size == state_size,
+                "DeviceChunk::copy_from: a chunk of another shape");
+  const auto copy = [&](auto& to, const auto& src) {
+    MAMBARL_CUDA_CHECK(cudaMemcpyAsync(to.data(), src.data(), src.bytes(), cudaMemcpyDeviceToDevice, s));
+  };
+  copy(obs, from.obs);
+  copy(actions, from.actions);
+  copy(logp, from.logp);
+  copy(values, from.values);
+  copy(rewards, from.rewards);
+  copy(starts, from.starts);
+  copy(terminated, from.terminated);
+  copy(truncated, from.truncated);
+  copy(final_values, from.final_values);
+  copy(next_values, from.next_values);
+  copy(initial_state, from.initial_state);
+  copy(advantages, from.advantages);
+  copy(returns, from.returns);
+  copy(episode_return, from.episode_return);
+  copy(episode_length, from.episode_length);
+}
+
 DeviceRollout::DeviceRollout(std::unique_ptr<GpuVecEnv> env, std::unique_ptr<ActorHandle> actor,
                              uint64_t env_seed, int chunk_len, const AlgoConfig& algo, size_t state_size)
     : env_(std::move(env)),
@@ -62,6 +86,10 @@ DeviceRollout::DeviceRollout(std::unique_ptr<GpuVecEnv> env, std::unique_ptr<Act
   set_reward_scaler_state(scaler);  // synchronises the stream
   set_return_normalizer_state(ReturnNormalizer().state());
   (void)cuda::graph_conditionals_supported();  // probed here, not first inside the chunk's capture
+}
+
+DeviceRollout::~DeviceRollout() {
+  if (in_flight_) (void)cudaStreamSynchronize(stream());  // a destructor reports nothing
 }
 
 // Block k + 1 of the window into block k, oldest first (so each source is
@@ -138,12 +166,13 @@ void DeviceRollout::record(cudaStream_t s) {
   if (algo_.normalize_returns) cuda::normalize_returns(c.returns.data(), c.returns.size(), return_stats_.data(), s);
 }
 
-void DeviceRollout::collect(Chunk& stats) {
+void DeviceRollout::launch() {
+  MAMBARL_CHECK(!in_flight_, "DeviceRollout::launch: the last chunk was not finished");
   const cudaStream_t s = stream();
   // The actor's host-side calls since the last chunk (set_weights; set_state
   // and set_rng on a resume) synchronise its own stream before returning
   // (plugin/plugin_host.hpp), and our stream was synchronised at the end of
-  // the last chunk, so the two never overlap.
+  // the last chunk (finish), so the two never overlap.
   if (!graph_.captured()) {
     const DeviceChunk& c = chunk_;
     graph_.capture(s,
@@ -156,6 +185,8 @@ void DeviceRollout::collect(Chunk& stats) {
                    [&](cudaStream_t cs) { record(cs); });
   }
   graph_.launch(s);
+  in_flight_ = true;
+  launched_version_ = actor_->weights_version();
   const size_t n = static_cast<size_t>(chunk_.T) * B_;
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(terminated_h_.data(), chunk_.terminated.data(), n, cudaMemcpyDeviceToHost, s));
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(truncated_h_.data(), chunk_.truncated.data(), n, cudaMemcpyDeviceToHost, s));
@@ -163,14 +194,20 @@ void DeviceRollout::collect(Chunk& stats) {
                                      episode_return_h_.bytes(), cudaMemcpyDeviceToHost, s));
   MAMBARL_CUDA_CHECK(cudaMemcpyAsync(episode_length_h_.data(), chunk_.episode_length.data(),
                                      episode_length_h_.bytes(), cudaMemcpyDeviceToHost, s));
-  env_->check_actions(s);  // synchronises s
+}
+
+void DeviceRollout::finish(Chunk& stats) {
+  MAMBARL_CHECK(in_flight_, "DeviceRollout::finish: no chunk was launched");
+  const size_t n = static_cast<size_t>(chunk_.T) * B_;
+  in_flight_ = false;  // whether the check below throws or not, the stream is synchronised
+  env_->check_actions(stream());  // synchronises the stream
   stats.T = chunk_.T;
   stats.B = B_;
   stats.obs_dim = O_;
   stats.act_width = chunk_.act_width;
   stats.state_size = chunk_.state_size;
   stats.worker = 0;
-  stats.policy_version = actor_->weights_version();
+  stats.policy_version = launched_version_;
   stats.episode_returns.clear();
   stats.episode_lengths.clear();
   for (size_t i = 0; i < n; ++i)

@@ -54,6 +54,9 @@ struct DeviceChunk {
 
   DeviceChunk(int T, int B, int obs_dim, int act_width, size_t state_size, int context_T);
   int context_chunks() const { return context_T / T; }  // K
+  // Every buffer of `from`, a chunk of this shape, copied in on `s` (async
+  // mode learns on such a copy while the next chunk is collected).
+  void copy_from(const DeviceChunk& from, cudaStream_t s);
 };
 
 class DeviceRollout {
@@ -62,6 +65,10 @@ class DeviceRollout {
   // Resets the envs from env_seed; the first step of the run starts an episode.
   DeviceRollout(std::unique_ptr<GpuVecEnv> env, std::unique_ptr<ActorHandle> actor, uint64_t env_seed,
                 int chunk_len, const AlgoConfig& algo, size_t state_size);
+  // Waits for a chunk still in flight (a run that failed while learning), whose graph uses our buffers.
+  ~DeviceRollout();
+  DeviceRollout(const DeviceRollout&) = delete;
+  DeviceRollout& operator=(const DeviceRollout&) = delete;
 
   GpuVecEnv& env() { return *env_; }
   ActorHandle& actor() { return *actor_; }
@@ -72,7 +79,16 @@ class DeviceRollout {
   // the first call) and waits for it. `stats` gets T, B, worker 0, the
   // policy version and the episodes that ended, in (t, b) order as the CPU
   // worker records them; its (T, B) arrays are not used.
-  void collect(Chunk& stats);
+  void collect(Chunk& stats) {
+    launch();
+    finish(stats);
+  }
+  // collect() in two halves, for async mode: launch() enqueues the chunk on
+  // stream() and returns at once; finish() waits for it and fills `stats`.
+  // Between them the actor (its weights and state) and chunk() belong to the
+  // graph: nothing may read or change them.
+  void launch();
+  void finish(Chunk& stats);
 
   // What a bit-exact resume needs besides env and actor state (synchronous).
   std::vector<float> obs() const;  // (B, obs_dim) the next observation
@@ -112,6 +128,8 @@ class DeviceRollout {
   PinnedBuffer<float> episode_return_h_;               // (T, B)
   PinnedBuffer<int32_t> episode_length_h_;             // (T, B)
   CudaGraph graph_{"device rollout chunk"};
+  long long launched_version_ = 0;  // the actor's weights version the last launch() collects with
+  bool in_flight_ = false;          // launched, not yet finished
 };
 
 }  // namespace mambarl

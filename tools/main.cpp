@@ -191,7 +191,7 @@ CLI::App* add_bench(CLI::App& app, mambarl::BenchOptions& o, mambarl::SoakOption
                    "three shapes")
       ->type_name("TxBxDxL");
   CLI::App* e2e = add("e2e",
-                      "the training runner end to end, sync mode: env-steps/s over the whole run and in the "
+                      "the training runner end to end (sync mode unless --async): env-steps/s over the whole run and in the "
                       "steady state (as PufferLib: the least-squares slope of env steps over time after the "
                       "first 10% of the updates), for cartpole and stateless_cartpole x mamba1 and mamba3 "
                       "(d_model 64, 2 layers)");
@@ -199,6 +199,9 @@ CLI::App* add_bench(CLI::App& app, mambarl::BenchOptions& o, mambarl::SoakOption
                   "--device cuda: CPU envs at 1024/4096/16384, GPU-resident envs at 1024/4096/16384/65536, "
                   "or both (the default), beside the all-CPU runner at 1024")
       ->check(CLI::IsMember({"cpu", "cuda", "both"}));
+  e2e->add_flag("--async", o.async,
+                "runtime.sync: false: GPU envs collect the next chunk while the learner trains on the last "
+                "(policy lag 1); CPU envs step on one actor thread beside the learner");
   e2e->add_option("--plot", o.plot, "an SVG of env-steps/s against num_envs, one line per series")
       ->type_name("FILE.svg");
   e2e->footer("overlap_envs in the JSON: whether CPU envs stepped in two halves beside the actor step, as "

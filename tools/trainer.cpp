@@ -200,8 +200,12 @@ class Run {
   void after_update(const Chunk& c, const UpdateStats& st, double lr, long long lag,
                     const UpdateTimes& times);
   void learn_on(Chunk& chunk, long long lag);
+  void run_loop();  // the loop of this run's mode, until done()
   void run_sync();
   void run_async();
+#if MAMBARL_HAVE_CUDA
+  void run_gpu_envs();
+#endif
   [[noreturn]] void fail_stalled(const ActorWatchdog::Stall& stall, const std::atomic<int>& running,
                                  std::vector<std::thread>& threads);
   bool budget_spent() const { return s_.env_steps >= al_.total_env_steps; }
@@ -240,12 +244,15 @@ class Run {
   int lanes_ = 1;  // env lanes per worker: 2 with runtime.overlap_envs
   std::vector<std::unique_ptr<RolloutWorker>> workers_;
   std::unique_ptr<LearnerLoop> learner_;
-  // env.backend: cuda (sync mode, one actor): rollouts and learning stay on
-  // the GPU; workers_ and learner_ are then empty.
+  // env.backend: cuda (one actor): rollouts and learning stay on the GPU;
+  // workers_ and learner_ are then empty.
   bool gpu_envs_ = false;
 #if MAMBARL_HAVE_CUDA
   std::unique_ptr<DeviceRollout> gpu_rollout_;
   std::unique_ptr<DeviceLearner> gpu_learner_;
+  // Async mode: the chunk the learner trains on while the rollout collects
+  // the next one into its own (run_gpu_envs).
+  std::unique_ptr<DeviceChunk> gpu_learner_chunk_;
 #endif
   std::unique_ptr<MetricsLog> metrics_;  // rank 0's only
   WeightsBoard board_;
@@ -462,9 +469,21 @@ bool Run::check_env_backend() const {
   if (env_backend(env) != "cuda") return false;
   if (rt_.device == "cpu")
     env.fail("backend", "cuda needs the policy on the GPU, but runtime.device is cpu (set runtime.device: cuda)");
-  if (!rt_.sync)
-    exp_.section("runtime").fail("sync", "false does not go with env.backend: cuda, which runs the synchronous "
-                                         "loop only (set runtime.sync: true, or env.backend: cpu)");
+  // Async mode runs one rollout graph over all the envs, one chunk ahead of
+  // the learner (run_gpu_envs): no actor threads, and every chunk but the
+  // first is one update old.
+  if (!rt_.sync && rt_.num_actors != 1)
+    exp_.section("runtime").fail("num_actors",
+                                 std::to_string(rt_.num_actors) +
+                                     " actor threads with env.backend: cuda, whose one rollout graph steps every "
+                                     "env (set runtime.num_actors: 1)");
+  if (!rt_.sync && rt_.max_policy_lag < 1)
+    exp_.section("runtime").fail("max_policy_lag",
+                                 std::to_string(rt_.max_policy_lag) +
+                                     " with env.backend: cuda and runtime.sync: false, where the next chunk is "
+                                     "collected while the learner trains on this one, so every chunk after the "
+                                     "first is 1 update old and would be dropped (set 1 or more, or runtime.sync: "
+                                     "true)");
   if (rt_.overlap_envs == "on")
     exp_.section("runtime").fail("overlap_envs", "on overlaps CPU envs with the actor step; env.backend: cuda "
                                                  "steps the envs inside the rollout graph (use auto or off)");
@@ -488,6 +507,10 @@ void Run::build_gpu_envs() {
                                                  al_.chunk_len, al_,
                                                  static_cast<size_t>(session_->info.state_size));
   gpu_learner_ = std::make_unique<DeviceLearner>(*session_->policy, al_, derive_seed(rt_.seed, 7), gpu_rollout_->chunk());
+  if (!rt_.sync) {
+    const DeviceChunk& c = gpu_rollout_->chunk();
+    gpu_learner_chunk_ = std::make_unique<DeviceChunk>(c.T, c.B, c.obs_dim, c.act_width, c.state_size, c.context_T);
+  }
 #endif
 }
 
@@ -589,9 +612,10 @@ void Run::save_checkpoint() {
   extra.push_back(ExtraTensor::u8("runner.reward_scaler", std::vector<uint8_t>(sb, sb + scaler.size() * sizeof(double))));
   extra.push_back(ExtraTensor::u8("runner.return_normalizer", bytes_of(return_normalizer_state())));
   // Env, actor and rollout state: exact only in sync mode, where actors are
-  // quiescent between updates (async resume restarts the envs).
+  // quiescent between updates (async resume restarts the envs, and an async
+  // GPU rollout may be collecting now).
 #if MAMBARL_HAVE_CUDA
-  if (gpu_envs_) {  // the same tensors as a CPU worker 0, read back from the device
+  if (gpu_envs_ && rt_.sync) {  // the same tensors as a CPU worker 0, read back from the device
     auto& g = *gpu_rollout_;
     std::vector<float> state;
     g.actor().get_state(state);
@@ -836,8 +860,9 @@ void Run::learn_on(Chunk& chunk, long long lag) {
   if (nccl_) watch.emplace(*nccl_, "the learner update");
 #endif
 #if MAMBARL_HAVE_CUDA
-  const UpdateStats st = gpu_envs_ ? gpu_learner_->learn(gpu_rollout_->chunk(), gpu_rollout_->stream(), lr)
-                                   : learner_->learn(chunk, lr);
+  const UpdateStats st =
+      gpu_envs_ ? gpu_learner_->learn(rt_.sync ? gpu_rollout_->chunk() : *gpu_learner_chunk_, lr)
+                : learner_->learn(chunk, lr);
 #else
   const UpdateStats st = learner_->learn(chunk, lr);
 #endif
@@ -856,20 +881,49 @@ void Run::learn_on(Chunk& chunk, long long lag) {
   last_update_end_ = Clock::now();
 }
 
-void Run::run_sync() {
 #if MAMBARL_HAVE_CUDA
-  if (gpu_envs_) {
-    Chunk stats;  // the episodes of each chunk; the chunk itself stays on the device
-    auto& g = *gpu_rollout_;
-    while (!done()) {
+// env.backend: cuda. Sync mode: collect a chunk, then learn on it. Async
+// mode: once a chunk is collected it is copied for the learner and the next
+// one is launched on the rollout's stream at once, with the weights of the
+// update before, so collecting it overlaps the learner's update (policy lag
+// 1; the first chunk's 0). One thread fixes the order of every step, so an
+// async run is as reproducible as a sync one; it is another run.
+void Run::run_gpu_envs() {
+  auto& g = *gpu_rollout_;
+  Chunk stats;  // the episodes of each chunk; the chunk itself stays on the device
+  bool launched = false;  // the next chunk is on its way
+  while (!done()) {
+    if (!launched) {
       g.actor().set_weights(board_.w, board_.version);
-      g.collect(stats);
-      s_.env_steps += static_cast<long long>(stats.T) * stats.B;
-      learn_on(stats, 0);
+      g.launch();
     }
-    return;
+    g.finish(stats);
+    launched = false;
+    s_.env_steps += static_cast<long long>(stats.T) * stats.B;
+    if (!rt_.sync) {
+      gpu_learner_chunk_->copy_from(g.chunk(), g.stream());
+      MAMBARL_CUDA_CHECK(cudaStreamSynchronize(g.stream()));
+      if (!budget_spent()) {  // the chunk that spends the budget is the last
+        g.actor().set_weights(board_.w, board_.version);
+        g.launch();
+        launched = true;
+      }
+    }
+    learn_on(stats, s_.version - stats.policy_version);
   }
+  if (launched) g.finish(stats);  // stopped early (a signal, a limit): that chunk is not learned on
+}
 #endif
+
+void Run::run_loop() {
+#if MAMBARL_HAVE_CUDA
+  if (gpu_envs_) return run_gpu_envs();
+#endif
+  if (rt_.sync) run_sync();
+  else run_async();
+}
+
+void Run::run_sync() {
   Chunk c;
   c.allocate(al_.chunk_len, Bk_, spec_.obs_dim, static_cast<int>(session_->info.act_width),
              static_cast<size_t>(session_->info.state_size), al_.context_len());
@@ -1025,7 +1079,10 @@ TrainSummary Run::go() {
                                    std::to_string(Bk_) + " envs each, "
                              : std::string())
        << session_->info.num_params << " params, "
-       << (rt_.sync ? "sync" : std::to_string(K_) + " actor threads") << ", device "
+       << (rt_.sync   ? std::string("sync")
+           : gpu_envs_ ? std::string("async (each chunk collected while the learner trains on the last)")
+                       : std::to_string(K_) + " actor threads")
+       << ", device "
        << session_->device
        // The plugin runs both roles on the device it was given (plugin/engine_roles.hpp).
        << (session_->device == "cuda" ? " (actors and learner)" : "") << ", dtype " << rt_.dtype
@@ -1033,8 +1090,7 @@ TrainSummary Run::go() {
   if (lanes_ > 1)
     log_ << "overlapped envs: each actor's " << Bk_ << " envs in 2 halves, one stepping on the CPU while the "
          << "other's actor step runs (runtime.overlap_envs: " << rt_.overlap_envs << ")" << std::endl;
-  if (rt_.sync) run_sync();
-  else run_async();
+  run_loop();
   save_checkpoint_and_curve();
   TrainSummary sum;
   // A signal that came after the last update of the budget stopped nothing.

@@ -10,7 +10,10 @@
 // policy call that hangs) stops the run with an error naming the actor, since
 // when it was busy and at which of its env steps it got stuck. In either mode
 // runtime.overlap_envs may split each actor's envs in two halves whose env
-// steps overlap the other half's actor step (tools/rollout.hpp).
+// steps overlap the other half's actor step (tools/rollout.hpp). With GPU
+// envs (env.backend: cuda) one rollout graph steps every env; async mode
+// there collects the next chunk on the GPU while the learner trains on the
+// last one (policy lag 1, reproducible from the seed).
 //
 // Every mode checks between updates whether to stop: budget spent,
 // TrainOptions::stop_after_s, runtime.stop_after_updates, or a SIGINT/SIGTERM

@@ -188,7 +188,7 @@ struct E2eResult {
 
 // Whole runner (actor and learner on `device`, envs on `env_backend`; CPU
 // envs overlapped with the actor step as runtime.overlap_envs: auto decides),
-// sync mode, for `updates` updates of chunk_len 32. Besides the whole run's
+// in sync mode or (`sync` false) async, for `updates` updates of chunk_len 32. Besides the whole run's
 // rate, the steady state as PufferLib reports it (tools/bench/steady_rate.hpp:
 // the slope of env steps over time after the first 10% of the updates), and
 // where those updates' time went. Under several data-parallel
@@ -196,7 +196,7 @@ struct E2eResult {
 // rank 0 also reports the gradient all-reduce's share of the learner's time;
 // the other ranks return an empty json.
 E2eResult bench_e2e(const std::string& env, const std::string& type, int num_envs, const std::string& device,
-                    const std::string& env_backend, int updates, Ranks& ranks) {
+                    const std::string& env_backend, bool sync, int updates, Ranks& ranks) {
   MAMBARL_USER_CHECK(updates >= 3, "bench e2e: --reps " << updates << ": a steady rate needs 3 or more updates");
   const auto dir = std::filesystem::temp_directory_path() /
                    ("mambarl_bench_" + env + "_" + type + "_" + device + "_" + env_backend + "_" +
@@ -216,7 +216,7 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
     << "policy: {type: " << type << ", d_model: 64, n_layers: 2}\n"
     << "algo: {total_env_steps: " << static_cast<long long>(updates) * num_envs * kChunk
     << ", chunk_len: " << kChunk << ", epochs: 1, minibatches: 1}\n"
-    << "runtime: {out_dir: " << dir.string() << ", device: " << device
+    << "runtime: {out_dir: " << dir.string() << ", device: " << device << ", sync: " << (sync ? "true" : "false")
     << ", log_every: 1000000, checkpoint_every: 0, metrics_format: csv}\n";
   const Experiment exp = parse_experiment(y.str(), "<bench e2e>", {});
   std::ostringstream sink;
@@ -255,6 +255,7 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
               {"policy", type},
               {"device", device},
               {"env_backend", env_backend},
+              {"mode", sync ? "sync" : "async"},
               {"num_envs", num_envs},
               {"d_model", 64},
               {"n_layers", 2},
@@ -282,12 +283,12 @@ E2eResult bench_e2e(const std::string& env, const std::string& type, int num_env
 // Every env x policy at each of `num_envs`: appended to `results`, their
 // fields returned as an array (of empty fields on ranks other than 0).
 json run_e2e(std::vector<E2eResult>& results, const std::vector<int>& num_envs, const std::string& device,
-             const std::string& env_backend, int updates, Ranks& ranks) {
+             const std::string& env_backend, bool sync, int updates, Ranks& ranks) {
   json fields = json::array();
   for (int n : num_envs)
     for (const char* env : {"cartpole", "stateless_cartpole"})
       for (const char* t : {"mamba1", "mamba3"}) {
-        results.push_back(bench_e2e(env, t, n, device, env_backend, updates, ranks));
+        results.push_back(bench_e2e(env, t, n, device, env_backend, sync, updates, ranks));
         fields.push_back(results.back().fields);
       }
   return fields;
@@ -346,19 +347,21 @@ int bench_what(const BenchOptions& o, Ranks& ranks, std::ostream& out) {
   MAMBARL_USER_CHECK(device == "cuda" || env_backend == "cpu",
                      "bench e2e: --env-backend " << env_backend << " needs --device cuda (GPU envs feed a GPU actor)");
   const std::string& plot = o.plot;
+  const bool sync = !o.async;
   std::vector<E2eResult> e2e;
   if (device == "cuda") {
 #if defined(MAMBARL_HAVE_CUDA)
     if (what == "e2e") {
-      // Actor and learner on the GPU; CPU envs step on one host thread (sync
-      // mode), GPU envs inside the rollout graph. Built whole before printing:
+      // Actor and learner on the GPU; CPU envs step on one host thread, GPU
+      // envs inside the rollout graph. Built whole before printing:
       // a run that cannot use the GPU fails with no half-written JSON.
-      json report = {{"bench", "e2e"}, {"device", "cuda"}, {"mode", "sync"}, {"env_backend", env_backend}};
+      json report = {
+          {"bench", "e2e"}, {"device", "cuda"}, {"mode", sync ? "sync" : "async"}, {"env_backend", env_backend}};
       json& results = report["results"] = json::array();
       if (env_backend != "cuda")
-        for (json& r : run_e2e(e2e, {1024, 4096, 16384}, "cuda", "cpu", reps ? reps : 12, ranks)) results.push_back(r);
+        for (json& r : run_e2e(e2e, {1024, 4096, 16384}, "cuda", "cpu", sync, reps ? reps : 12, ranks)) results.push_back(r);
       if (env_backend != "cpu")
-        for (json& r : run_e2e(e2e, {1024, 4096, 16384, 65536}, "cuda", "cuda", reps ? reps : 12, ranks))
+        for (json& r : run_e2e(e2e, {1024, 4096, 16384, 65536}, "cuda", "cuda", sync, reps ? reps : 12, ranks))
           results.push_back(r);
       if (env_backend != "cuda")
         report["cpu_envs_65536"] =
@@ -366,7 +369,7 @@ int bench_what(const BenchOptions& o, Ranks& ranks, std::ostream& out) {
             "GPU each step, so 65536 CPU envs measure that thread, not the runner; GPU-resident envs are the "
             "path for that size";
       std::vector<E2eResult> baseline;
-      report["cpu_baseline"] = run_e2e(baseline, {1024}, "cpu", "cpu", 4, ranks);
+      report["cpu_baseline"] = run_e2e(baseline, {1024}, "cpu", "cpu", sync, 4, ranks);
       if (!plot.empty()) {
         plot_e2e(plot, e2e);
         report["plot"] = plot;
@@ -394,7 +397,7 @@ int bench_what(const BenchOptions& o, Ranks& ranks, std::ostream& out) {
     for (const char* t : {"mamba1", "mamba3", "gru", "mlp"}) shapes.push_back({t, 64, 128, 2, 64});
     report["results"] = results_of(shapes, [&](const Shape& s) { return bench_train_cpu(s, reps ? reps : 10); });
   } else {
-    report["results"] = run_e2e(e2e, {64}, "cpu", "cpu", reps ? reps : 8, ranks);
+    report["results"] = run_e2e(e2e, {64}, "cpu", "cpu", sync, reps ? reps : 8, ranks);
     if (!plot.empty() && ranks.is_root()) {
       plot_e2e(plot, e2e);
       report["plot"] = plot;
