@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define MAMBARL_PLUGIN_ABI_VERSION 8u  /* 2: env factories; 3: dtype in create args, MAMBARL_UNSUPPORTED;
+#define MAMBARL_PLUGIN_ABI_VERSION 9u  /* 2: env factories; 3: dtype in create args, MAMBARL_UNSUPPORTED;
                                           4: split-phase and device-enqueued actor steps, device chunks;
                                           5: peeks take the envs whose value is needed;
                                           6: load_weights (exported files), greedy actors;
@@ -28,7 +28,8 @@ extern "C" {
                                              (collective in create args, actor_create's first_env,
                                              empty train chunks);
                                           8: the collective's device sums (sum_f64_device; sum_gradient
-                                             on a device view), for a data-parallel GPU learner */
+                                             on a device view), for a data-parallel GPU learner;
+                                          9: vf_trunk_coef in the learner config */
 #define MAMBARL_PLUGIN_ENTRY "mambarl_plugin_register"
 
 #if defined(__GNUC__)
@@ -70,6 +71,9 @@ typedef struct mambarl_learner_config {
   double clip_eps, vf_coef, ent_coef;
   int32_t normalize_advantages;
   double adam_beta1, adam_beta2, adam_eps, weight_decay, max_grad_norm;
+  /* ABI 9: the share of the value loss's gradient that reaches the layers the
+   * value head shares with the policy head, in [0, 1] (1: all of it). */
+  double vf_trunk_coef;
 } mambarl_learner_config;
 
 /* Data-parallel training (ABI 7): `size` processes ("ranks") each train a

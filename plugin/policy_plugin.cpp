@@ -188,6 +188,7 @@ void check_learner(const mambarl_learner_config& l) {
   const double big = 1e30;
   in("clip_eps", l.clip_eps, 1e-12, big, false);
   in("vf_coef", l.vf_coef, 0, big, false);
+  in("vf_trunk_coef", l.vf_trunk_coef, 0, 1, false);
   in("ent_coef", l.ent_coef, -big, big, false);
   in("adam_beta1", l.adam_beta1, 0, 1, true);
   in("adam_beta2", l.adam_beta2, 0, 1, true);
@@ -220,6 +221,7 @@ mambarl_status create_policy(const PolicyType& type, const mambarl_policy_create
     PpoLossConfig loss;
     loss.clip_eps = args->learner.clip_eps;
     loss.vf_coef = args->learner.vf_coef;
+    loss.vf_trunk_coef = args->learner.vf_trunk_coef;
     loss.ent_coef = args->learner.ent_coef;
     loss.normalize_advantages = args->learner.normalize_advantages != 0;
     AdamWConfig adam;  // adam.lr is unused: train_step() takes the scheduled lr

@@ -102,13 +102,13 @@ void ActorCritic<S>::forward(const S* params, const Mat<S>& obs, const uint8_t* 
 
 template <typename S>
 void ActorCritic<S>::backward(const S* params, Cache& c, const Mat<S>& dhead,
-                              const Vec<S>& dvalues, S* grads) const {
+                              const Vec<S>& dvalues, double value_trunk_coef, S* grads) const {
   ParamView<S> P(layout_, const_cast<S*>(params));
   ParamView<S> G(layout_, grads);
-  // Heads: df = dhead W_π + dV w_vᵀ.
+  // Heads: df = dhead W_π + k · dV w_vᵀ, k = value_trunk_coef.
   Mat<S> df;  // (T*B, D)
   linear_backward(c.f, P.mat(pi_w_), dhead, G.mat(pi_w_), G.ptr(pi_b_), &df);
-  df.noalias() += dvalues * P.mat(v_w_);
+  df.noalias() += (static_cast<S>(value_trunk_coef) * dvalues) * P.mat(v_w_);
   G.mat(v_w_).noalias() += dvalues.transpose() * c.f;
   G.ptr(v_b_)[0] += dvalues.sum();
   rmsnorm_backward(c.h.back(), P.ptr(norm_f_), c.rstd_f, df, c.dh, G.ptr(norm_f_));

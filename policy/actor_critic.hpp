@@ -77,9 +77,12 @@ class ActorCritic {
 
   // Accumulates into grads (flat, same layout) the gradient of a loss whose
   // derivatives w.r.t. head and values are dhead (T*B, A) and dvalues (T*B).
+  // The value head gets all of dvalues; the layers below it (shared with
+  // the policy head) get value_trunk_coef · dvalues, so 1 is the exact
+  // gradient and 0 keeps the value loss out of them.
   // (The loss adds its own log σ gradient.)
   void backward(const S* params, Cache& cache, const Mat<S>& dhead, const Vec<S>& dvalues,
-                S* grads) const;
+                double value_trunk_coef, S* grads) const;
 
   // Zeroes the recurrent state of every env b with mask[b] != 0.
   void reset_state(S* state, int B, const uint8_t* mask) const;

@@ -62,7 +62,8 @@ TrainResult CpuLearner::train_step(const ChunkView& c, double lr) {
     r.reason = "loss is not finite (" + std::to_string(r.loss.loss) + ")";
     return r;
   }
-  if (!empty) model_->backward(params_.data(), cache_, dhead_, dvalues_, grads_.data());
+  if (!empty)
+    model_->backward(params_.data(), cache_, dhead_, dvalues_, loss_cfg_.vf_trunk_coef, grads_.data());
   // The one gradient reduction per minibatch, before the clip: the clip sees
   // the whole minibatch's norm.
   if (across_) across_->sum_gradient(grads_.data(), grads_.size());

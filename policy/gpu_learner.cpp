@@ -442,10 +442,12 @@ void GpuLearner::Impl::record(cudaStream_t s) {
     if (log_std >= 0) cuda::scale_by(static_cast<size_t>(A), loss_scale, false, G + log_std, s);
   }
 
-  // Heads backward: df = dhead W_π + dV w_v; dW_π += dheadᵀ f, db_π += Σ dhead; same for v.
+  // Heads backward: df = dhead W_π + k · dV w_v (k = vf_trunk_coef); dW_π += dheadᵀ f,
+  // db_π += Σ dhead; the same for v, with all of dV.
   float* df = dmix.data();
   exec.gemm(false, false, M, D, A, 1.f, dhead.data(), A, exec.weight(W, pi_w), D, 0.f, df, D);
-  exec.gemm(false, false, M, D, 1, 1.f, dvalues.data(), 1, exec.weight(W, v_w), D, 1.f, df, D);
+  exec.gemm(false, false, M, D, 1, static_cast<float>(loss_cfg.vf_trunk_coef), dvalues.data(), 1,
+            exec.weight(W, v_w), D, 1.f, df, D);
   exec.gemm(true, false, A, D, M, 1.f, dhead.data(), A, f.data(), D, 1.f, G + pi_w, D);
   cuda::column_sum(hb, M, A, dhead.data(), A, ones.data(), G + pi_b);
   exec.gemm(true, false, 1, D, M, 1.f, dvalues.data(), 1, f.data(), D, 1.f, G + v_w, D);

@@ -23,6 +23,8 @@ struct Mamba1Config {
   int expand = 2;    // E = expand * D
   int dt_rank = 0;   // R; 0 means ceil(D / 16)
   double dt_min = 1e-3, dt_max = 1e-1, dt_init_floor = 1e-4;
+  // A starts at -a_init_scale * (n + 1) for state n: 1 is mamba_ssm's S4D-real.
+  double a_init_scale = 1.0;
   // The model sets 1/sqrt(n_layers) (mamba_ssm's prenorm-residual rescale).
   double out_proj_init_scale = 1.0;
 

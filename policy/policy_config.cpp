@@ -33,6 +33,7 @@ const std::vector<PolicyType>& policy_types() {
       number("dt_rank", &M1::dt_rank, 0, 8192, "R: rank of the step-size projection (at most E); 0: ceil(d_model / 16), written back resolved"),
       number("dt_min", &M1::dt_min, 1e-6, 10.0, "smallest step size at initialisation"),
       number("dt_max", &M1::dt_max, 1e-6, 10.0, "largest step size at initialisation; >= dt_min"),
+      number("a_init_scale", &M1::a_init_scale, 1e-4, 1e4, "A starts at -a_init_scale * (n + 1) for state n (1: S4D-real, as mamba_ssm)"),
     }))},
     {"mamba3", Schema<P>(nested(&P::mamba3, std::vector<Field<M3>>{
       cuda_at_most(number("d_state", &M3::d_state, 1, 256, "N: state size per head"),

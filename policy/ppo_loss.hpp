@@ -12,6 +12,9 @@ namespace mambarl {
 struct PpoLossConfig {
   double clip_eps = 0.2;
   double vf_coef = 0.5;
+  // The share of dvalues that backward() sends into the layers below the
+  // heads (ActorCritic::backward's value_trunk_coef); the loss itself ignores it.
+  double vf_trunk_coef = 1.0;
   double ent_coef = 0.01;
   bool normalize_advantages = true;
 };

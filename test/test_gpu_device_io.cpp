@@ -79,7 +79,7 @@ std::unique_ptr<PolicyHandle> make_policy(const Case& c, uint64_t seed) {
   a.config_text = text.c_str();
   a.config_file = "test_gpu_device_io.yaml";
   a.env = mambarl_env_info{kObs, c.discrete ? 1 : 0, c.action_dim};
-  a.learner = mambarl_learner_config{0.2, 0.5, 0.01, 1, 0.9, 0.999, 1e-8, 0.01, 0.5};
+  a.learner = mambarl_learner_config{0.2, 0.5, 0.01, 1, 0.9, 0.999, 1e-8, 0.01, 0.5, 1.0};
   a.seed = seed;
   a.device = "cuda";
   a.dtype = c.dtype;

@@ -83,9 +83,10 @@ std::unique_ptr<PolicyHandle> make_policy(const Case& c, const std::string& devi
   a.config_text = text.c_str();
   a.config_file = "test_gpu_plugin.yaml";
   a.env = mambarl_env_info{kObs, c.discrete ? 1 : 0, c.action_dim};
-  // Not the defaults (clip 0.2, vf 0.5, ent 0.01, no weight decay): the
-  // learner parity check below sees every knob reach both engines.
-  a.learner = mambarl_learner_config{0.15, 0.7, 0.03, 1, 0.85, 0.99, 1e-7, 0.01, 0.1};
+  // Not the defaults (clip 0.2, vf 0.5, ent 0.01, no weight decay, all of
+  // the value gradient into the trunk): the learner parity check below sees
+  // every knob reach both engines.
+  a.learner = mambarl_learner_config{0.15, 0.7, 0.03, 1, 0.85, 0.99, 1e-7, 0.01, 0.1, 0.6};
   a.seed = seed;
   a.device = device.c_str();
   a.dtype = dtype.c_str();

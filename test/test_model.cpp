@@ -94,7 +94,7 @@ BOOST_AUTO_TEST_CASE(full_model_gradients_match_finite_differences) {
         Mat<double> head;
         Vec<double> values;
         m->forward(params.data(), p.obs, p.starts.data(), p.T, p.B, state.data(), cache, head, values);
-        m->backward(params.data(), cache, p.R, p.r_v, grads.data());
+        m->backward(params.data(), cache, p.R, p.r_v, /*value_trunk_coef=*/1.0, grads.data());
         const double h = 1e-6;
         for (const auto& info : m->layout().params()) {
           if (info.name == "pi.log_std") continue;  // enters through the loss only (tested below)
@@ -124,6 +124,50 @@ BOOST_AUTO_TEST_CASE(full_model_gradients_match_finite_differences) {
         }
       }
     }
+}
+
+// algo.vf_trunk_coef (backward's value_trunk_coef k): the value head's own
+// gradient is all of dvalues' for any k; every other parameter's is the
+// policy head's part plus k times the value head's part, so at k = 0 the
+// value loss reaches none of the layers the heads share.
+BOOST_AUTO_TEST_CASE(value_trunk_coef_scales_the_value_gradient_below_the_value_head) {
+  for (const char* type : {"mamba1", "mamba3", "gru", "mlp"}) {
+    BOOST_TEST_CONTEXT("policy " << type) {
+      auto m = make_actor_critic<double>(tiny_policy(type), 3, HeadSpec{true, 3});
+      std::vector<double> params(m->layout().size());
+      m->init_params(params.data(), 11);
+      const ModelProblem p = make_problem(*m, 21);
+      const auto grads = [&](const Mat<double>& dhead, const Vec<double>& dvalues, double k) {
+        auto cache = m->make_cache();
+        std::vector<double> state = p.state0, g(params.size(), 0.0);
+        Mat<double> head;
+        Vec<double> values;
+        m->forward(params.data(), p.obs, p.starts.data(), p.T, p.B, state.data(), cache, head, values);
+        m->backward(params.data(), cache, dhead, dvalues, k, g.data());
+        return g;
+      };
+      const Mat<double> no_head = Mat<double>::Zero(p.R.rows(), p.R.cols());
+      const Vec<double> no_values = Vec<double>::Zero(p.r_v.size());
+      const std::vector<double> g_pi = grads(p.R, no_values, 1.0), g_v = grads(no_head, p.r_v, 1.0);
+      double shared_v = 0;  // |g_v| over the shared layers: the check below is not vacuous
+      for (const auto& info : m->layout().params())
+        if (info.name != "v.weight" && info.name != "v.bias")
+          for (size_t i = 0; i < info.numel; ++i) shared_v += std::abs(g_v[info.offset + i]);
+      BOOST_TEST(shared_v > 1e-3);
+      for (const double k : {0.0, 0.3}) {
+        const std::vector<double> g = grads(p.R, p.r_v, k);
+        for (const auto& info : m->layout().params()) {
+          const double share = info.name == "v.weight" || info.name == "v.bias" ? 1.0 : k;
+          double err = 0;
+          for (size_t i = 0; i < info.numel; ++i) {
+            const size_t j = info.offset + i;
+            err = std::max(err, std::abs(g[j] - (g_pi[j] + share * g_v[j])) / (1 + std::abs(g[j])));
+          }
+          BOOST_CHECK_MESSAGE(err <= 1e-12, info.name << " at k = " << k << ": off by " << err);
+        }
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(init_is_seeded_and_reproducible) {

@@ -99,7 +99,7 @@ struct Args {
     a.overrides = ptrs.data();
     a.num_overrides = static_cast<int32_t>(ptrs.size());
     a.env = mambarl_env_info{kObs, discrete ? 1 : 0, action_dim};
-    a.learner = mambarl_learner_config{0.2, 0.5, 0.01, 1, 0.9, 0.999, 1e-8, 0.0, 0.5};
+    a.learner = mambarl_learner_config{0.2, 0.5, 0.01, 1, 0.9, 0.999, 1e-8, 0.0, 0.5, 1.0};
     a.seed = seed;
     a.device = device.c_str();
     a.dtype = dtype.c_str();
@@ -228,19 +228,20 @@ BOOST_AUTO_TEST_CASE(factory_with_wrong_abi_version) {
   BOOST_TEST(r.policy_names().empty());
 }
 
-// Plugins built before the bump to ABI 8 (their collective has no device
-// sums) are refused by name, whether the entry point or a factory says so.
+// Plugins built before the bump to ABI 9 (their learner config has no
+// vf_trunk_coef, so the host would pass a struct they read short) are refused
+// by name, whether the entry point or a factory says so.
 BOOST_AUTO_TEST_CASE(plugins_of_the_previous_abi_are_refused) {
-  BOOST_TEST(MAMBARL_PLUGIN_ABI_VERSION == 8u);
+  BOOST_TEST(MAMBARL_PLUGIN_ABI_VERSION == 9u);
   PluginRegistry r;
-  const std::string built = fake("fake_plugin_abi7");
+  const std::string built = fake("fake_plugin_abi8");
   std::string msg = error_of([&] { r.load(built); });
   CHECK_HAS(msg, built);
-  CHECK_HAS(msg, "built for another ABI version (it refused host ABI version 8)");
-  const std::string factory = fake("fake_plugin_factory_abi7");
+  CHECK_HAS(msg, "built for another ABI version (it refused host ABI version 9)");
+  const std::string factory = fake("fake_plugin_factory_abi8");
   msg = error_of([&] { r.load(factory); });
   CHECK_HAS(msg, factory);
-  CHECK_HAS(msg, "registered a factory with abi_version 7 (expected 8)");
+  CHECK_HAS(msg, "registered a factory with abi_version 8 (expected 9)");
   BOOST_TEST(r.policy_names().empty());
 }
 

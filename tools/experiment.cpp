@@ -30,6 +30,7 @@ const Schema<AlgoConfig>& algo_schema() {
     choice("lr_schedule", &A::lr_schedule, {"constant", "linear"}, "linear: decays to 0 at total_env_steps"),
     number("clip_eps", &A::clip_eps, 0.0, 1.0, "PPO ratio clip"),
     number("vf_coef", &A::vf_coef, 0.0, 1e3, "value loss weight"),
+    number("vf_trunk_coef", &A::vf_trunk_coef, 0.0, 1.0, "share of the value loss's gradient that reaches the layers shared with the policy head (the value head itself always gets all of it); 1: a plain shared actor-critic, 0: those layers learn from the policy loss alone (policy/MATH.md)"),
     number("ent_coef", &A::ent_coef, 0.0, 1e3, "entropy bonus weight"),
     value("normalize_advantages", &A::normalize_advantages, "normalise advantages per minibatch"),
     number("max_grad_norm", &A::max_grad_norm, 0.0, 1e9, "global gradient-norm clip"),

@@ -36,6 +36,7 @@ struct AlgoConfig {
   std::string lr_schedule = "linear";  // constant | linear (to 0 at total_env_steps)
   double clip_eps = 0.2;
   double vf_coef = 0.5;
+  double vf_trunk_coef = 1.0;  // share of the value loss's gradient into the shared layers
   double ent_coef = 0.01;
   bool normalize_advantages = true;
   double max_grad_norm = 0.5;

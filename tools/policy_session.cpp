@@ -78,7 +78,7 @@ void create_policy(PolicySession& session, const Experiment& exp, const EnvSpec&
   args.learner = mambarl_learner_config{a.clip_eps,   a.vf_coef,    a.ent_coef,
                                         a.normalize_advantages ? 1 : 0,
                                         a.adam_beta1, a.adam_beta2, a.adam_eps,
-                                        a.weight_decay, a.max_grad_norm};
+                                        a.weight_decay, a.max_grad_norm, a.vf_trunk_coef};
   args.seed = exp.runtime.seed;
   args.device = s->device.c_str();
   args.dtype = exp.runtime.dtype.c_str();

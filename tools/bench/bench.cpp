@@ -120,9 +120,10 @@ json bench_train_cpu(const Shape& s, int reps) {
     const auto t0 = Clock::now();
     model.forward(learner.params().data(), obs, starts.data(), s.T, s.B, state.data(), cache, head_out, values);
     const auto t1 = Clock::now();
-    ppo_loss<float>(model.spec().head, PpoLossConfig{}, head_out, values, nullptr,
+    const PpoLossConfig loss;
+    ppo_loss<float>(model.spec().head, loss, head_out, values, nullptr,
                     PpoBatch{actions.data(), logp.data(), adv.data(), ret.data()}, dhead, dvalues, nullptr);
-    model.backward(learner.params().data(), cache, dhead, dvalues, grads.data());
+    model.backward(learner.params().data(), cache, dhead, dvalues, loss.vf_trunk_coef, grads.data());
     const auto t2 = Clock::now();
     if (i >= 2) {  // first two are warm-up (cache allocation)
       fwd_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
