@@ -5,7 +5,7 @@
 #      device fails instead of skipping);
 #   2. compute-sanitizer memcheck, racecheck and synccheck over the non-slow
 #      GPU test binaries (any report fails);
-#   3. the GPU benches (rollout, train, e2e), one JSON file each.
+#   3. the GPU benches (rollout, train, e2e sync and async), one JSON file each.
 # Results land in OUT_DIR (logs, JSON, a summary). The exit status is the
 # number of failed stages (0: all passed).
 #
@@ -74,9 +74,12 @@ if [[ " $stages " == *" sanitize "* ]]; then
 fi
 
 if [[ " $stages " == *" bench "* ]]; then
-  for what in rollout train e2e; do
+  # e2e_async: GPU envs in async mode (runtime.sync: false), beside e2e's sync rows.
+  for what in rollout train e2e e2e_async; do
+    args=("${what%_async}" --device cuda)
+    [ "$what" = e2e_async ] && args+=(--env-backend cuda --async)
     # shellcheck disable=SC2086
-    if "$build/bin/mambarl" bench "$what" --device cuda ${BENCH_ARGS:-} >"$out/bench_$what.json" \
+    if "$build/bin/mambarl" bench "${args[@]}" ${BENCH_ARGS:-} >"$out/bench_$what.json" \
          2>"$out/bench_$what.err"; then
       note "bench $what: $out/bench_$what.json"
     else
