@@ -290,7 +290,8 @@ void Mamba1Mixer<S>::init_params(const ParamView<S>& P, Rng& rng) const {
   for (int i = 0; i < E_ * R_; ++i) w_dt[i] = static_cast<S>(rng.uniform(-dt_std, dt_std));
   init_dt_bias(P.ptr(dt_proj_b_), E_, cfg_.dt_min, cfg_.dt_max, cfg_.dt_init_floor, rng);
   MatMap<S> a_log = P.mat(a_log_);  // (E, N)
-  for (int n = 0; n < N_; ++n) a_log.col(n).setConstant(static_cast<S>(std::log(cfg_.a_init_scale * (n + 1.0))));
+  for (int n = 0; n < N_; ++n)
+    a_log.col(n).setConstant(static_cast<S>(std::log(cfg_.a_init_scale * (n + 1.0))));
   P.vec(d_skip_).setOnes();
   init_linear_default<S>(P.ptr(out_proj_), nullptr, D_, E_, rng);
   P.vec(out_proj_) *= static_cast<S>(cfg_.out_proj_init_scale);

@@ -189,10 +189,10 @@ struct E2eResult {
 
 // Whole runner (actor and learner on `device`, envs on `env_backend`; CPU
 // envs overlapped with the actor step as runtime.overlap_envs: auto decides),
-// in sync mode or (`sync` false) async, for `updates` updates of chunk_len 32. Besides the whole run's
-// rate, the steady state as PufferLib reports it (tools/bench/steady_rate.hpp:
-// the slope of env steps over time after the first 10% of the updates), and
-// where those updates' time went. Under several data-parallel
+// in sync mode or (`sync` false) async, for `updates` updates of chunk_len
+// 32. Besides the whole run's rate, the steady state as PufferLib reports it
+// (tools/bench/steady_rate.hpp: the slope of env steps over time after the
+// first 10% of the updates), and where those updates' time went. Under several data-parallel
 // ranks (`mpirun -np N mambarl bench e2e`), num_envs is split over them and
 // rank 0 also reports the gradient all-reduce's share of the learner's time;
 // the other ranks return an empty json.
@@ -360,7 +360,8 @@ int bench_what(const BenchOptions& o, Ranks& ranks, std::ostream& out) {
           {"bench", "e2e"}, {"device", "cuda"}, {"mode", sync ? "sync" : "async"}, {"env_backend", env_backend}};
       json& results = report["results"] = json::array();
       if (env_backend != "cuda")
-        for (json& r : run_e2e(e2e, {1024, 4096, 16384}, "cuda", "cpu", sync, reps ? reps : 12, ranks)) results.push_back(r);
+        for (json& r : run_e2e(e2e, {1024, 4096, 16384}, "cuda", "cpu", sync, reps ? reps : 12, ranks))
+          results.push_back(r);
       if (env_backend != "cpu")
         for (json& r : run_e2e(e2e, {1024, 4096, 16384, 65536}, "cuda", "cuda", sync, reps ? reps : 12, ranks))
           results.push_back(r);
