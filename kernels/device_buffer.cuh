@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -18,6 +19,16 @@
 #include "kernels/cuda_check.cuh"
 
 namespace mambarl {
+
+// How many device arrays this process has allocated so far. Every device
+// allocation of ours is a CudaArray (cuBLAS's workspace included), so tests
+// prove "a replay allocates nothing" by this count staying put; the
+// device-wide free memory (cudaMemGetInfo) also moves with other processes
+// sharing the GPU.
+inline std::atomic<long long>& device_allocation_count() {
+  static std::atomic<long long> count{0};
+  return count;
+}
 
 template <typename T, bool kPinnedHost>
 class CudaArray {
@@ -31,6 +42,7 @@ class CudaArray {
     else
       MAMBARL_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)));
     p_ = static_cast<T*>(p);
+    if constexpr (!kPinnedHost) ++device_allocation_count();
   }
   ~CudaArray() { release(); }
   CudaArray(const CudaArray&) = delete;
