@@ -111,6 +111,46 @@ BOOST_AUTO_TEST_CASE(the_grid_expands_to_configs_x_grid_points_x_seeds_with_uniq
   BOOST_TEST(shell_command({"a b", "it's", "x=1"}) == "'a b' 'it'\\''s' x=1");
 }
 
+// `--only` keeps the runs whose key is one of the values, every filter at once, in the sweep's order;
+// a filter that cannot select what it names is an error saying what the sweep has.
+BOOST_AUTO_TEST_CASE(only_filters_keep_the_matching_runs_and_refuse_what_the_sweep_lacks) {
+  const SweepSpec spec = parse_sweep("configs: [" + config("cartpole_mlp") + ", " + config("tmaze_mamba1") +
+                                         ", " + config("tmaze_gru") +
+                                         "]\n"
+                                         "seeds: [1, 2, 3]\n"
+                                         "grid:\n  algo.lr: [0.001, 0.003]\n",
+                                     "sweep.yaml");
+  const std::vector<SweepRun> all = expand_sweep(spec, {}, "out");
+  BOOST_TEST(all.size() == 3u * 2 * 3);
+  BOOST_TEST(select_runs(all, spec, {}).size() == all.size());
+  const std::vector<SweepRun> some =
+      select_runs(all, spec, {"policy=gru,mamba1", "algo.lr=0.003", "seed=1,3"});
+  std::vector<std::string> names;
+  for (const SweepRun& r : some) names.push_back(r.name);
+  const std::vector<std::string> expected{"tmaze_mamba1_lr-0.003_s1", "tmaze_mamba1_lr-0.003_s3",
+                                          "tmaze_gru_lr-0.003_s1", "tmaze_gru_lr-0.003_s3"};
+  BOOST_TEST(names == expected, boost::test_tools::per_element());
+  BOOST_TEST(select_runs(all, spec, {"config=cartpole_mlp"}).size() == 6u);
+  const auto error_for = [&](const std::vector<std::string>& only) -> std::string {
+    try {
+      select_runs(all, spec, only);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  BOOST_TEST(error_for({"policy=mamba3"}) ==
+             "--only policy=mamba3: no run of sweep.yaml has policy 'mamba3' (it has: mlp, mamba1, gru)");
+  BOOST_TEST(error_for({"seed=4"}) == "--only seed=4: no run of sweep.yaml has seed '4' (it has: 1, 2, 3)");
+  BOOST_TEST(
+      error_for({"env.type=tmaze"}) ==
+      "--only env.type=tmaze: sweep.yaml has no key env.type; filters take: config, policy, seed, algo.lr");
+  BOOST_TEST(error_for({"policy"}).find("--only policy: expected KEY=VALUE[,VALUE...]") == 0u);
+  BOOST_TEST(error_for({"seed=1,"}) == "--only seed=1,: an empty value; expected KEY=VALUE[,VALUE...]");
+  BOOST_TEST(error_for({"policy=mlp", "config=tmaze_gru"}) ==
+             "--only policy=mlp --only config=tmaze_gru: no run of sweep.yaml passes every filter");
+}
+
 BOOST_AUTO_TEST_CASE(sweep_file_errors_name_the_file_line_and_key) {
   const std::string cfg = config("cartpole_mlp");
   BOOST_TEST(

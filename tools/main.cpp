@@ -245,6 +245,12 @@ CLI::App* add_sweep(CLI::App& app, mambarl::SweepOptions& o) {
   cmd->add_flag("--resume", o.resume,
                 "keep the runs of an earlier, stopped sweep into the same folder whose train.log ends with "
                 "its final line, and run the rest");
+  cmd->add_option("--only", o.only,
+                  "run only the runs whose KEY is one of the values (repeatable; every filter must hold). "
+                  "KEY: config (its label), policy (policy.type), seed, or a grid key, e.g. "
+                  "--only policy=mamba3,gru --only env.difficulty=hard")
+      ->type_name("KEY=V1,V2")
+      ->allow_extra_args(false);  // one KEY=V1,V2 per --only: the words after it are overrides
   cmd->footer(
       "Each run is a child `mambarl train <config> runtime.seed=S runtime.out_dir=<out>/<run> <overrides>`\n"
       "whose output goes to <out>/<run>/train.log. Then writes <out>/runs.csv (one row per run),\n"

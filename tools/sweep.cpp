@@ -2,6 +2,7 @@
 
 #include <glob.h>
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -267,6 +268,59 @@ std::vector<SweepRun> expand_sweep(const SweepSpec& spec, const std::vector<std:
     }
   }
   return runs;
+}
+
+std::vector<SweepRun> select_runs(const std::vector<SweepRun>& runs, const SweepSpec& spec,
+                                  const std::vector<std::string>& only) {
+  std::vector<std::string> keys{"config", "policy", "seed"};
+  for (const auto& g : spec.grid) keys.push_back(g.first);
+  const auto value_of = [&](const SweepRun& r, const std::string& key) {
+    if (key == "config") return r.config_label;
+    if (key == "policy") return r.policy;
+    if (key == "seed") return std::to_string(r.seed);
+    const auto g =
+        std::find_if(spec.grid.begin(), spec.grid.end(), [&](const auto& kv) { return kv.first == key; });
+    return r.grid_values[static_cast<size_t>(g - spec.grid.begin())];
+  };
+  const auto joined = [](const std::vector<std::string>& items) {
+    std::string out;
+    for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+    return out;
+  };
+  std::vector<SweepRun> kept = runs;
+  for (const std::string& filter : only) {
+    const std::string where = "--only " + filter;
+    const size_t eq = filter.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ConfigError(where + ": expected KEY=VALUE[,VALUE...], KEY one of: " + joined(keys));
+    const std::string key = filter.substr(0, eq);
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+      throw ConfigError(where + ": " + spec.file + " has no key " + key + "; filters take: " + joined(keys));
+    std::vector<std::string> present;  // the key's values over the whole sweep, in run order
+    for (const SweepRun& r : runs) {
+      const std::string v = value_of(r, key);
+      if (std::find(present.begin(), present.end(), v) == present.end()) present.push_back(v);
+    }
+    std::set<std::string> wanted;
+    std::stringstream values(filter.substr(eq + 1));
+    for (std::string v; std::getline(values, v, ',');) {
+      if (std::find(present.begin(), present.end(), v) == present.end())
+        throw ConfigError(where + ": no run of " + spec.file + " has " + key + " '" + v +
+                          "' (it has: " + joined(present) + ")");
+      wanted.insert(v);
+    }
+    if (wanted.empty() || filter.back() == ',')
+      throw ConfigError(where + ": an empty value; expected KEY=VALUE[,VALUE...]");
+    kept.erase(std::remove_if(kept.begin(), kept.end(),
+                              [&](const SweepRun& r) { return !wanted.count(value_of(r, key)); }),
+               kept.end());
+  }
+  if (kept.empty()) {
+    std::string filters;
+    for (const std::string& f : only) filters += " --only " + f;
+    throw ConfigError(filters.substr(1) + ": no run of " + spec.file + " passes every filter");
+  }
+  return kept;
 }
 
 std::string name_part(const std::string& s) {

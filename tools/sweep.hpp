@@ -66,6 +66,16 @@ struct SweepRun {
 std::vector<SweepRun> expand_sweep(const SweepSpec& spec, const std::vector<std::string>& cli_overrides,
                                    const std::string& out_dir);
 
+// The runs that pass every `--only KEY=V1[,V2...]` filter, in their order:
+// a run passes one when its KEY is one of the values. KEY is `config` (the
+// run's config label), `policy` (policy.type), `seed`, or a grid key of the
+// sweep file. A malformed filter, a key the sweep does not have, or a value no
+// run of the sweep has (a typo would otherwise select nothing) is a
+// ConfigError naming the filter and listing what the sweep has; so is a set
+// of filters that together keep no run.
+std::vector<SweepRun> select_runs(const std::vector<SweepRun>& runs, const SweepSpec& spec,
+                                  const std::vector<std::string>& only);
+
 // The child's command line: <exe> train <config> runtime.seed=S runtime.out_dir=<run_dir> <overrides>.
 std::vector<std::string> train_argv(const SweepRun& run, const std::string& exe);
 

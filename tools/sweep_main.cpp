@@ -240,7 +240,7 @@ int run_sweep(const SweepOptions& a, const std::vector<std::string>& command_lin
   const int jobs = a.jobs      ? a.jobs
                    : spec.jobs ? spec.jobs
                                : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const std::vector<SweepRun> runs = expand_sweep(spec, a.overrides, out_dir);
+  const std::vector<SweepRun> runs = select_runs(expand_sweep(spec, a.overrides, out_dir), spec, a.only);
   const std::string exe = fs::read_symlink("/proc/self/exe").string();
   if (a.dry_run) {
     for (const SweepRun& run : runs) out << shell_command(train_argv(run, exe)) << "\n";

@@ -1,6 +1,7 @@
-// `mambarl sweep <sweep.yaml> [--jobs N] [--out DIR] [--dry-run] [--resume] [key=value ...]`:
-// runs a sweep's training runs as child processes, a few at a time, then
-// writes its report (tools/sweep.hpp, tools/sweep_report.hpp).
+// `mambarl sweep <sweep.yaml> [--jobs N] [--out DIR] [--dry-run] [--resume]
+// [--only KEY=V,...] [key=value ...]`: runs a sweep's training runs (those the
+// --only filters keep) as child processes, a few at a time, then writes its
+// report (tools/sweep.hpp, tools/sweep_report.hpp).
 #pragma once
 
 #include <iosfwd>
@@ -15,6 +16,7 @@ struct SweepOptions {
   int jobs = 0;         // 0: the file's jobs, else the number of cores
   bool dry_run = false;
   bool resume = false;
+  std::vector<std::string> only;  // --only KEY=V1,V2 filters (select_runs, tools/sweep.hpp)
   std::vector<std::string> overrides;
 };
 
