@@ -56,12 +56,20 @@ const std::vector<PolicyType>& policy_types() {
   return types;
 }
 
+}  // namespace
+
+std::vector<std::string> policy_type_names() {
+  std::vector<std::string> names;
+  for (const PolicyType& t : policy_types()) names.emplace_back(t.type);
+  return names;
+}
+
+namespace {
+
 const Field<P>& type_field() {
-  static const Field<P> f = [] {
-    std::vector<std::string> names;
-    for (const PolicyType& t : policy_types()) names.emplace_back(t.type);
-    return choice("type", &P::type, names, "the mixer: Mamba-1, Mamba-3 (SISO), GRU, or MLP (no memory); each type adds its own keys");
-  }();
+  static const Field<P> f =
+      choice("type", &P::type, policy_type_names(),
+             "the mixer: Mamba-1, Mamba-3 (SISO), GRU, or MLP (no memory); each type adds its own keys");
   return f;
 }
 

@@ -41,6 +41,9 @@ struct PolicyConfig {
 // checking it: a plugin may add types.
 std::string policy_type(const ConfigNode& policy);
 
+// The built-in policy types, in the schema's order: mamba1, mamba3, gru, mlp.
+std::vector<std::string> policy_type_names();
+
 // The keys of `policy:` (shared and per type), for `mambarl config --keys`.
 ConfigSection policy_config_section();
 

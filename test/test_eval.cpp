@@ -199,6 +199,18 @@ BOOST_AUTO_TEST_CASE(bad_option_values_are_named_with_exit_status_2) {
   }
 }
 
+// `bench train --policy` times that policy alone; --dtype, a GPU learner's
+// precision, is refused on the CPU, whose learner has one.
+BOOST_AUTO_TEST_CASE(bench_train_times_the_one_policy_asked_for) {
+  const Ran one = run_mambarl({"bench", "train", "--policy", "mlp", "--reps", "1"}, "bench_policy");
+  BOOST_REQUIRE_MESSAGE(one.exit_code == 0, one.out);
+  CHECK_HAS(one.out, "\"policy\":\"mlp\"");
+  BOOST_TEST(one.out.find("\"policy\":\"gru\"") == std::string::npos, one.out);
+  const Ran cpu_dtype = run_mambarl({"bench", "train", "--dtype", "bfloat16"}, "bench_dtype");
+  BOOST_TEST(cpu_dtype.exit_code == 1);
+  CHECK_HAS(cpu_dtype.out, "bench train: --dtype is for --device cuda only (the CPU learner is float32)");
+}
+
 // The other commands' usage errors, each named after its (sub)command.
 BOOST_AUTO_TEST_CASE(usage_errors_of_every_command_exit_2) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
@@ -206,6 +218,8 @@ BOOST_AUTO_TEST_CASE(usage_errors_of_every_command_exit_2) {
       {{"bench", "soak", "--minutes", "5x"}, "mambarl bench soak: --minutes: expected a number > 0, got '5x'"},
       {{"bench", "rollout", "--device", "gpu"}, "mambarl bench rollout: --device: gpu not in {cpu,cuda}"},
       {{"bench", "rollout", "--plot", "x.svg"}, "mambarl bench rollout: The following arguments were not expected: x.svg --plot"},
+      {{"bench", "train", "--policy", "lstm"}, "mambarl bench train: --policy: lstm not in {mamba1,mamba3,gru,mlp}"},
+      {{"bench", "train", "--dtype", "f16"}, "mambarl bench train: --dtype: f16 not in {float32,bfloat16,float16}"},
       {{"train", config_path(), "--resume", "--force"}, "mambarl train: --resume excludes --force"},
       {{"export", "a.safetensors"}, "mambarl export: out is required"},
   };

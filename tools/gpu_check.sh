@@ -5,18 +5,25 @@
 #      device fails instead of skipping);
 #   2. compute-sanitizer memcheck, racecheck and synccheck over the non-slow
 #      GPU test binaries (any report fails);
-#   3. the GPU benches (rollout, train, e2e sync and async), one JSON file each.
+#   3. the GPU benches (rollout, train at the default shapes and at the 16k-env
+#      chunk 32x16384x64x2, e2e sync and async with their plots), one JSON file each;
+#   4. profile (not in the default stages): ncu's time per kernel function of the
+#      learner's update at PROFILE_SHAPE (default 32x16384x64x2), float32, one
+#      table per Mamba block.
 # Results land in OUT_DIR (logs, JSON, a summary). The exit status is the
 # number of failed stages (0: all passed).
 #
 # Usage: tools/gpu_check.sh [BUILD_DIR] [OUT_DIR] [STAGES]
-#   STAGES: any of "tests sanitize bench" (default: all three)
+#   STAGES: any of "tests sanitize bench profile" (default: the first three)
 #   SANITIZE_FILTER_<test>: a Boost --run_test filter for that test binary
 #                  under racecheck and synccheck (memcheck always runs it all),
 #                  for suites whose long cases would take racecheck many minutes.
 #   SANITIZE_TIMEOUT: seconds allowed per sanitizer run (default 600); a run
 #                  cut off counts as failed.
 #   BENCH_ARGS: extra arguments for the benches (e.g. '--reps 2000').
+#   PROFILE_SHAPE, PROFILE_LAUNCHES: the profiled chunk (TxBxDxL) and how many
+#                  kernel launches ncu times (default 1500: the first updates,
+#                  eager warm-up then graph replays, which run the same kernels).
 set -uo pipefail
 build=${1:-build}
 out=${2:-gpu-check}
@@ -75,9 +82,13 @@ fi
 
 if [[ " $stages " == *" bench "* ]]; then
   # e2e_async: GPU envs in async mode (runtime.sync: false), beside e2e's sync rows.
-  for what in rollout train e2e e2e_async; do
-    args=("${what%_async}" --device cuda)
-    [ "$what" = e2e_async ] && args+=(--env-backend cuda --async)
+  for what in rollout train train_16k e2e e2e_async; do
+    case $what in
+      train_16k) args=(train --device cuda --shape 32x16384x64x2 --reps 20) ;;  # the chunk of 16k GPU envs
+      e2e) args=(e2e --device cuda --plot "$out/e2e.svg") ;;
+      e2e_async) args=(e2e --device cuda --env-backend cuda --async --plot "$out/e2e_async.svg") ;;
+      *) args=("$what" --device cuda) ;;
+    esac
     # shellcheck disable=SC2086
     if "$build/bin/mambarl" bench "${args[@]}" ${BENCH_ARGS:-} >"$out/bench_$what.json" \
          2>"$out/bench_$what.err"; then
@@ -85,6 +96,37 @@ if [[ " $stages " == *" bench "* ]]; then
     else
       failed=$((failed + 1))
       note "bench $what: FAILED: $(tail -2 "$out/bench_$what.err" | tr '\n' ' ')"
+    fi
+  done
+fi
+
+if [[ " $stages " == *" profile "* ]]; then
+  for policy in mamba1 mamba3; do
+    log="$out/ncu_train_$policy.csv"
+    # Clocks and caches left as they are (METHOD.md): the times are the kernels' own in a warm run.
+    if ncu --clock-control none --cache-control none --graph-profiling node --csv --print-kernel-base function \
+         --metrics gpu__time_duration.sum --launch-count "${PROFILE_LAUNCHES:-1500}" --log-file "$log" \
+         "$build/bin/mambarl" bench train --device cuda --shape "${PROFILE_SHAPE:-32x16384x64x2}" \
+         --policy "$policy" --dtype float32 --reps 20 >"$out/ncu_train_$policy.json" 2>"$out/ncu_train_$policy.err"; then
+      # Sum the durations by kernel function: launches, total ms, share of the profiled time.
+      python3 - "$log" >"$out/ncu_train_$policy.txt" <<'PY'
+import csv, sys, collections
+with open(sys.argv[1]) as f:
+    rows = [r for r in csv.DictReader(line for line in f if line.startswith('"'))
+            if r.get("Metric Name") == "gpu__time_duration.sum"]
+ns = collections.Counter(); n = collections.Counter()
+for r in rows:
+    scale = {"nsecond": 1, "ns": 1, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6}[r["Metric Unit"]]
+    ns[r["Kernel Name"]] += float(r["Metric Value"].replace(",", "")) * scale; n[r["Kernel Name"]] += 1
+total = sum(ns.values())
+print(f"{len(rows)} launches, {total / 1e6:.2f} ms in all")
+for name, t in ns.most_common():
+    print(f"{100 * t / total:6.2f} %  {t / 1e6:9.3f} ms  {n[name]:6d} x  {name}")
+PY
+      note "profile: $policy: $out/ncu_train_$policy.txt ($(head -1 "$out/ncu_train_$policy.txt"))"
+    else
+      failed=$((failed + 1))
+      note "profile: $policy FAILED: $(tail -2 "$out/ncu_train_$policy.err" "$log" 2>/dev/null | tr '\n' ' ')"
     fi
   done
 fi

@@ -14,6 +14,7 @@
 
 #include "kernels/base/check.hpp"
 #include "kernels/base/config_node.hpp"
+#include "policy/policy_config.hpp"
 #include "tools/bench/bench.hpp"
 #include "tools/bench/bench_soak.hpp"
 #include "tools/cli_args.hpp"
@@ -183,13 +184,20 @@ CLI::App* add_bench(CLI::App& app, mambarl::BenchOptions& o, mambarl::SoakOption
   };
   add("rollout",
       "the T=1 actor step: us/step and heap allocations per step (--device cuda: the GPU actor's graph)");
-  add("train",
-      "chunk forward, forward+backward and the whole PPO update (ms; --device cuda: the GPU learner's "
-      "captured update, graph and eager, for every policy with a GPU engine)")
+  CLI::App* train =
+      add("train",
+          "chunk forward, forward+backward and the whole PPO update (ms; --device cuda: the GPU learner's "
+          "captured update, graph and eager, for every policy with a GPU engine)");
+  train
       ->add_option("--shape", o.shape,
                    "--device cuda: one chunk of T steps x B envs, d_model D, L layers instead of the default "
                    "three shapes")
       ->type_name("TxBxDxL");
+  train->add_option("--policy", o.policy, "one policy type only (default: all of them)")
+      ->check(CLI::IsMember(mambarl::policy_type_names()));
+  train->add_option("--dtype", o.dtype,
+                    "--device cuda: one learner precision only (runtime.learner_dtype; default: all three)")
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
   CLI::App* e2e = add("e2e",
                       "the training runner end to end (sync mode unless --async): env-steps/s over the whole run and in the "
                       "steady state (as PufferLib: the least-squares slope of env steps over time after the "

@@ -15,6 +15,7 @@
 #include "kernels/base/check.hpp"
 #include "policy/cpu_actor.hpp"
 #include "policy/cpu_learner.hpp"
+#include "policy/policy_config.hpp"
 #include "tools/alloc_counter.hpp"
 #if defined(MAMBARL_HAVE_CUDA)
 #include "tools/bench/bench_rollout_gpu.hpp"
@@ -344,6 +345,8 @@ int bench_what(const BenchOptions& o, Ranks& ranks, std::ostream& out) {
   // Which options apply to which bench, and their values, main.cpp's parser
   // checked; what depends on two of them is checked here.
   MAMBARL_USER_CHECK(o.shape.empty() || device == "cuda", "bench train: --shape is for --device cuda only");
+  MAMBARL_USER_CHECK(o.dtype.empty() || device == "cuda",
+                     "bench train: --dtype is for --device cuda only (the CPU learner is float32)");
   const std::string env_backend = !o.env_backend.empty() ? o.env_backend : device == "cuda" ? "both" : "cpu";
   MAMBARL_USER_CHECK(device == "cuda" || env_backend == "cpu",
                      "bench e2e: --env-backend " << env_backend << " needs --device cuda (GPU envs feed a GPU actor)");
@@ -381,7 +384,7 @@ int bench_what(const BenchOptions& o, Ranks& ranks, std::ostream& out) {
     }
     if (what == "rollout") out << bench_rollout_gpu_json(reps ? reps : 1000) << std::endl;
     else
-      out << bench_train_gpu_json(reps ? reps : 100, parse_train_shape(o.shape)) << std::endl;
+      out << bench_train_gpu_json(reps ? reps : 100, parse_train_shape(o.shape), o.policy, o.dtype) << std::endl;
     return 0;
 #else
     MAMBARL_FAIL("bench: this build has no CUDA engines (configure with -DMAMBARL_CUDA=ON where nvcc is present)");
@@ -396,7 +399,8 @@ int bench_what(const BenchOptions& o, Ranks& ranks, std::ostream& out) {
     report["results"] = results_of(shapes, [&](const Shape& s) { return bench_rollout_cpu(s, reps ? reps : 300); });
   } else if (what == "train") {
     std::vector<Shape> shapes;
-    for (const char* t : {"mamba1", "mamba3", "gru", "mlp"}) shapes.push_back({t, 64, 128, 2, 64});
+    for (const std::string& t : policy_type_names())
+      if (o.policy.empty() || o.policy == t) shapes.push_back({t, 64, 128, 2, 64});
     report["results"] = results_of(shapes, [&](const Shape& s) { return bench_train_cpu(s, reps ? reps : 10); });
   } else {
     report["results"] = run_e2e(e2e, {64}, "cpu", "cpu", sync, reps ? reps : 8, ranks);

@@ -14,6 +14,8 @@ struct BenchOptions {
   std::string env_backend;     // e2e: cpu | cuda | both; empty: both with --device cuda, else cpu
   std::string plot;            // e2e: an SVG of env-steps/s against num_envs; empty: none
   std::string shape;           // train --device cuda: "TxBxDxL", one chunk shape; empty: the default ones
+  std::string policy;          // train: one policy type; empty: all of them
+  std::string dtype;           // train --device cuda: one learner precision; empty: all three
   bool async = false;          // e2e: runtime.sync: false
 };
 

@@ -115,7 +115,8 @@ std::string bench_shape(const std::string& type, const GpuTrainShape& s, Precisi
 
 }  // namespace
 
-std::string bench_train_gpu_json(int reps, const std::vector<GpuTrainShape>& shapes) {
+std::string bench_train_gpu_json(int reps, const std::vector<GpuTrainShape>& shapes, const std::string& policy,
+                                 const std::string& dtype) {
   MAMBARL_USER_CHECK(reps >= 20, "bench train --device cuda: --reps " << reps << " is too few: the medians want 20 or more updates");
   int dev = 0;
   MAMBARL_CUDA_CHECK(cudaGetDevice(&dev));
@@ -124,10 +125,21 @@ std::string bench_train_gpu_json(int reps, const std::vector<GpuTrainShape>& sha
   std::ostringstream os;
   os << "{\"bench\":\"train\",\"device\":\"cuda\",\"gpu\":\"" << prop.name
      << "\",\"sms\":" << prop.multiProcessorCount << ",\"reps\":" << reps << ",\"results\":[";
+  std::vector<std::string> types = gpu_mixer_types();
+  if (!policy.empty()) {
+    std::string known;
+    for (const std::string& t : types) known += " " + t;
+    MAMBARL_USER_CHECK(std::find(types.begin(), types.end(), policy) != types.end(),
+                       "bench train --device cuda: --policy " << policy << " has no GPU engine (known:" << known
+                                                              << ")");
+    types = {policy};
+  }
+  std::vector<Precision> precisions{Precision::float32, Precision::bfloat16, Precision::float16};
+  if (!dtype.empty()) precisions = {precision_from_name(dtype)};
   bool first = true;
-  for (const std::string& type : gpu_mixer_types())
+  for (const std::string& type : types)
     for (const GpuTrainShape& s : shapes.empty() ? kShapes : shapes)
-      for (Precision p : {Precision::float32, Precision::bfloat16, Precision::float16}) {
+      for (Precision p : precisions) {
         os << (first ? "\n  " : ",\n  ") << bench_shape(type, s, p, reps);
         first = false;
       }

@@ -22,7 +22,11 @@ struct GpuTrainShape {
   int T, B, D, L;
 };
 
-// shapes: empty for the learner issue's three shapes.
-std::string bench_train_gpu_json(int reps, const std::vector<GpuTrainShape>& shapes = {});
+// shapes: empty for the learner issue's three shapes. policy, dtype: one
+// policy type and one precision only (a profiler's run wants one update's
+// kernels); empty for all of them. An unknown one is a mambarl::UserError
+// listing the known ones.
+std::string bench_train_gpu_json(int reps, const std::vector<GpuTrainShape>& shapes = {},
+                                 const std::string& policy = "", const std::string& dtype = "");
 
 }  // namespace mambarl
