@@ -1,5 +1,7 @@
 #include "kernels/gru.cuh"
 
+#include <algorithm>
+
 #include "kernels/base/check.hpp"
 #include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.cuh"
@@ -39,54 +41,95 @@ __global__ void prev_rows_kernel(int B, int D, StepFlags flags, const float* __r
   hp[i] = (flags.start(b) || flags.skip(b)) ? 0.f : src[static_cast<size_t>(b) * stride + j];
 }
 
-__global__ void gates_forward_kernel(int B, int D, float* __restrict__ gates, const float* __restrict__ gh,
-                                     const float* __restrict__ b_ih, const float* __restrict__ b_hh,
-                                     const float* __restrict__ hp, float* __restrict__ hn,
-                                     float* __restrict__ y) {
-  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<size_t>(B) * D) return;
-  const size_t b = i / D;
-  const int j = static_cast<int>(i % D);
-  float* g = gates + b * 3 * D;
-  const float* q = gh + b * 3 * D;
-  const float gh_n = q[2 * D + j] + b_hh[2 * D + j];
-  const GruCell c = gru_cell(g[j] + b_ih[j], g[D + j] + b_ih[D + j], g[2 * D + j] + b_ih[2 * D + j],
-                             q[j] + b_hh[j], q[D + j] + b_hh[D + j], gh_n, hp[i]);
-  g[j] = c.r;
-  g[D + j] = c.z;
-  g[2 * D + j] = c.n;
-  hn[i] = gh_n;
-  y[i] = c.h;
+// The learner's chunk, one block per env walking its T steps (the recurrence
+// is sequential in t; envs are independent). h_{t-1} and the step's W_hh h_{t-1}
+// live in shared memory, W_hh (3D x D floats) in L1/L2: one launch in place of
+// three per step, which at 1024-step sequences left the learner waiting on
+// launches. Each thread owns channels j = tid, tid + blockDim, ... in the
+// elementwise phases, and output rows o likewise in the matrix-vector phase.
+__global__ void sequence_forward_kernel(int T, int B, int D, const uint8_t* __restrict__ starts,
+                                        const float* __restrict__ state0, size_t stride,
+                                        const float* __restrict__ w_hh, const float* __restrict__ b_ih,
+                                        const float* __restrict__ b_hh, float* __restrict__ gates,
+                                        float* __restrict__ hp_rows, float* __restrict__ hn,
+                                        float* __restrict__ y) {
+  extern __shared__ float sm[];
+  float* h = sm;      // (D) h_{t-1}, then h_t
+  float* q = sm + D;  // (3D) W_hh h_{t-1}, no bias
+  const int b = blockIdx.x, G = 3 * D;
+  for (int t = 0; t < T; ++t) {
+    const size_t row = static_cast<size_t>(t) * B + b;
+    const bool start = starts[row] != 0;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) {  // h_{t-1}: zero at a start
+      const float v = start ? 0.f : t == 0 ? state0[static_cast<size_t>(b) * stride + j] : h[j];
+      h[j] = v;
+      hp_rows[row * D + j] = v;
+    }
+    __syncthreads();
+    for (int o = threadIdx.x; o < G; o += blockDim.x) {
+      const float* w = w_hh + static_cast<size_t>(o) * D;
+      float acc = 0.f;
+      for (int k = 0; k < D; ++k) acc = fmaf(w[k], h[k], acc);
+      q[o] = acc;
+    }
+    __syncthreads();  // q complete, and every read of h done before the cells overwrite it
+    float* g = gates + row * G;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) {
+      const float gh_n = q[2 * D + j] + b_hh[2 * D + j];
+      const GruCell c = gru_cell(g[j] + b_ih[j], g[D + j] + b_ih[D + j], g[2 * D + j] + b_ih[2 * D + j],
+                                 q[j] + b_hh[j], q[D + j] + b_hh[D + j], gh_n, h[j]);
+      g[j] = c.r;
+      g[D + j] = c.z;
+      g[2 * D + j] = c.n;
+      hn[row * D + j] = gh_n;
+      y[row * D + j] = c.h;
+      h[j] = c.h;  // channel j is this thread's in the next step's first phase too
+    }
+  }
 }
 
 // With d = dL/dh_t (dY_t plus what step t+1 sent back):
 //   dgi_n = d (1-z) (1-n²)            dgh_n = dgi_n r
 //   dgi_z = dgh_z = d (h_{t-1} - n) z (1-z)
 //   dgi_r = dgh_r = dgi_n hn r (1-r)
-//   dL/dh_{t-1} = d z + dgh W_hh      (the caller's GEMM adds the second term)
-__global__ void gates_backward_kernel(int B, int D, const float* __restrict__ gates,
-                                      const float* __restrict__ hn, const float* __restrict__ hp,
-                                      const float* __restrict__ dy, const uint8_t* __restrict__ cut,
-                                      bool last, float* __restrict__ dh, float* __restrict__ dgi,
-                                      float* __restrict__ dgh) {
-  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<size_t>(B) * D) return;
-  const size_t b = i / D;
-  const int j = static_cast<int>(i % D);
-  const float carried = (last || (cut != nullptr && cut[b] != 0)) ? 0.f : dh[i];
-  const float d = carried + dy[i];
-  const float* g = gates + b * 3 * D;
-  const float r = g[j], z = g[D + j], n = g[2 * D + j];
-  const float dn = d * (1.f - z) * (1.f - n * n);
-  const float dz = d * (hp[i] - n) * z * (1.f - z);
-  const float dr = dn * hn[i] * r * (1.f - r);
-  float* gi = dgi + b * 3 * D;
-  float* gh = dgh + b * 3 * D;
-  gi[j] = gh[j] = dr;
-  gi[D + j] = gh[D + j] = dz;
-  gi[2 * D + j] = dn;
-  gh[2 * D + j] = dn * r;
-  dh[i] = d * z;
+//   dL/dh_{t-1} = d z + W_hhᵀ dgh     (not formed at t = 0: the initial state is data)
+// dL/dh_t from step t+1 is cut for an env that starts at t+1: h_t did not feed it.
+__global__ void sequence_backward_kernel(int T, int B, int D, const uint8_t* __restrict__ starts,
+                                         const float* __restrict__ w_hh, const float* __restrict__ gates,
+                                         const float* __restrict__ hn, const float* __restrict__ hp_rows,
+                                         const float* __restrict__ dy, float* __restrict__ dgi,
+                                         float* __restrict__ dgh) {
+  extern __shared__ float sm[];
+  float* dh = sm;      // (D) dL/dh_t carried back
+  float* dg = sm + D;  // (3D) the step's dgh
+  const int b = blockIdx.x, G = 3 * D;
+  for (int t = T - 1; t >= 0; --t) {
+    const size_t row = static_cast<size_t>(t) * B + b;
+    const bool carried = t + 1 < T && starts[row + static_cast<size_t>(B)] == 0;
+    const float* g = gates + row * G;
+    float* gi_out = dgi + row * G;
+    float* gh_out = dgh + row * G;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) {
+      const float d = (carried ? dh[j] : 0.f) + dy[row * D + j];
+      const float r = g[j], z = g[D + j], n = g[2 * D + j];
+      const float dn = d * (1.f - z) * (1.f - n * n);
+      const float dz = d * (hp_rows[row * D + j] - n) * z * (1.f - z);
+      const float dr = dn * hn[row * D + j] * r * (1.f - r);
+      gi_out[j] = gh_out[j] = dg[j] = dr;
+      gi_out[D + j] = gh_out[D + j] = dg[D + j] = dz;
+      gi_out[2 * D + j] = dn;
+      gh_out[2 * D + j] = dg[2 * D + j] = dn * r;
+      dh[j] = d * z;
+    }
+    if (t == 0) break;
+    __syncthreads();  // dg complete
+    for (int j = threadIdx.x; j < D; j += blockDim.x) {
+      float acc = dh[j];
+      for (int o = 0; o < G; ++o) acc = fmaf(dg[o], w_hh[static_cast<size_t>(o) * D + j], acc);
+      dh[j] = acc;
+    }
+    __syncthreads();  // every read of dg done before the next step overwrites it
+  }
 }
 
 __global__ void __launch_bounds__(kStepThreads)
@@ -115,6 +158,20 @@ void check_sizes(const char* what, int B, int D) {
   MAMBARL_CHECK(B > 0 && D > 0, what << ": sizes must be positive (B " << B << ", D " << D << ")");
 }
 
+// One block per env; enough threads for the 3D rows of the matrix-vector phase.
+unsigned sequence_threads(int D) { return static_cast<unsigned>(std::min(1024, (3 * D + 31) / 32 * 32)); }
+
+// h (or dh) and the 3D-vector, both in shared memory; above the default 48 KB
+// the kernel must opt in (once per size, outside any capture: the learner's
+// first update of a shape runs eagerly).
+size_t sequence_smem(const void* kernel, int D) {
+  const size_t bytes = static_cast<size_t>(4) * D * sizeof(float);
+  if (bytes > 48 * 1024)
+    MAMBARL_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  return bytes;
+}
+
 }  // namespace
 
 void gru_prev_rows(int B, int D, StepFlags flags, const float* src, size_t stride, float* hp,
@@ -126,20 +183,27 @@ void gru_prev_rows(int B, int D, StepFlags flags, const float* src, size_t strid
                 flags, src, stride, hp);
 }
 
-void gru_gates_forward(int B, int D, float* gates, const float* gh, const float* b_ih, const float* b_hh,
-                       const float* hp, float* hn, float* y, cudaStream_t stream) {
-  check_sizes("gru_gates_forward", B, D);
-  gates_forward_kernel<<<blocks_for(static_cast<size_t>(B) * D), kThreads, 0, stream>>>(B, D, gates, gh, b_ih,
-                                                                                        b_hh, hp, hn, y);
+void gru_sequence_forward(int T, int B, int D, const uint8_t* starts, const float* state0, size_t stride,
+                          const float* w_hh, const float* b_ih, const float* b_hh, float* gates, float* hp,
+                          float* hn, float* y, cudaStream_t stream) {
+  check_sizes("gru_sequence_forward", B, D);
+  MAMBARL_CHECK(T > 0, "gru_sequence_forward: T must be positive, got " << T);
+  MAMBARL_CHECK(B == 1 || stride >= static_cast<size_t>(D),
+                "gru_sequence_forward: stride (" << stride << ") < D (" << D << ")");
+  const size_t smem = sequence_smem(reinterpret_cast<const void*>(sequence_forward_kernel), D);
+  sequence_forward_kernel<<<static_cast<unsigned>(B), sequence_threads(D), smem, stream>>>(
+      T, B, D, starts, state0, stride, w_hh, b_ih, b_hh, gates, hp, hn, y);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 
-void gru_gates_backward(int B, int D, const float* gates, const float* hn, const float* hp, const float* dy,
-                        const uint8_t* cut, bool last, float* dh, float* dgi, float* dgh,
-                        cudaStream_t stream) {
-  check_sizes("gru_gates_backward", B, D);
-  gates_backward_kernel<<<blocks_for(static_cast<size_t>(B) * D), kThreads, 0, stream>>>(
-      B, D, gates, hn, hp, dy, cut, last, dh, dgi, dgh);
+void gru_sequence_backward(int T, int B, int D, const uint8_t* starts, const float* w_hh, const float* gates,
+                           const float* hn, const float* hp, const float* dy, float* dgi, float* dgh,
+                           cudaStream_t stream) {
+  check_sizes("gru_sequence_backward", B, D);
+  MAMBARL_CHECK(T > 0, "gru_sequence_backward: T must be positive, got " << T);
+  const size_t smem = sequence_smem(reinterpret_cast<const void*>(sequence_backward_kernel), D);
+  sequence_backward_kernel<<<static_cast<unsigned>(B), sequence_threads(D), smem, stream>>>(
+      T, B, D, starts, w_hh, gates, hn, hp, dy, dgi, dgh);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 

@@ -1,8 +1,9 @@
-// The elementwise parts of the GRU baseline mixer on the GPU (CPU twin:
-// policy/gru.cpp, PyTorch's nn.GRU, gate order r, z, n). Its GEMMs are the
-// caller's (cuBLAS in the learner, linear_rows in the actor); these kernels
-// sit between them. One device function holds the cell's gate math, shared
-// by the learner's chunk (gru_gates_forward) and the actor's step (gru_step):
+// The GRU baseline mixer's kernels on the GPU (CPU twin: policy/gru.cpp,
+// PyTorch's nn.GRU, gate order r, z, n). The input GEMM (W_ih u for every row)
+// and the weight gradients are the caller's (cuBLAS in the learner,
+// linear_rows in the actor); the recurrence is here. One device function holds
+// the cell's gate math, shared by the learner's chunk (gru_sequence_forward)
+// and the actor's step (gru_step):
 //   r  = σ(gi_r + gh_r)      gi = W_ih u + b_ih
 //   z  = σ(gi_z + gh_z)      gh = W_hh h + b_hh
 //   n  = tanh(gi_n + r ⊙ gh_n)
@@ -13,12 +14,15 @@
 //                      stride `stride`: the packed state, or the previous
 //                      step's output). W_hh hp is then 0 at a start, as the
 //                      CPU's zeroed h_{t-1}.
-//   gru_gates_forward  one step of the chunk: the gates from gi (raw input
-//                      GEMM rows, b_ih added here) and gh (raw W_hh hp),
-//                      saving r z n in place of gi and gh_n for the backward.
-//   gru_gates_backward one step of the backward through time (equations in
-//                      gru.cu) from dL/dh_t: the gate gradients of the step
-//                      and dh ⊙ z, to which the caller's GEMM adds dgh W_hh.
+//   gru_sequence_forward   the learner's whole chunk in one launch (one block
+//                      per env walks its T steps): the gates from gi (raw
+//                      input GEMM rows, b_ih added here) and W_hh h_{t-1},
+//                      saving r z n in place of gi, h_{t-1} and gh_n for the
+//                      backward. The matrix-vector products are float32
+//                      whatever the learner's GEMM precision.
+//   gru_sequence_backward  the backward through time of the same chunk, in
+//                      one launch: the gate gradients of every step, with
+//                      dL/dh carried back through W_hh inside the kernel.
 //   gru_step           the actor's T=1 cell: gi from the norm-folded input
 //                      GEMM (scaled by 1/rms(h) here), h (B, D) += h' (the
 //                      residual add) and h' stored as the env's state.
@@ -37,22 +41,21 @@ namespace mambarl::cuda {
 void gru_prev_rows(int B, int D, StepFlags flags, const float* src, size_t stride, float* hp,
                    cudaStream_t stream, bool pdl = false);
 
-//   gates (B, 3D) in: W_ih u (no bias), out: [r z n]
-//   gh    (B, 3D) W_hh hp (no bias);  b_ih, b_hh (3D);  hp (B, D)
-//   hn    (B, D)  written: W_hn hp + b_hn (the part r gates)
-//   y     (B, D)  written: h'
-void gru_gates_forward(int B, int D, float* gates, const float* gh, const float* b_ih, const float* b_hh,
-                       const float* hp, float* hn, float* y, cudaStream_t stream);
+// Rows are time-major: row t*B + b is env b at step t.
+//   starts (T*B) episode starts: h_{t-1} = 0 there
+//   state0 env b's initial h at + b*stride;  w_hh (3D, D) float32;  b_ih, b_hh (3D)
+//   gates  (T*B, 3D) in: W_ih u (no bias), out: [r z n]
+//   hp, hn, y (T*B, D) written: h_{t-1}, W_hn h_{t-1} + b_hn (the part r gates), h_t
+void gru_sequence_forward(int T, int B, int D, const uint8_t* starts, const float* state0, size_t stride,
+                          const float* w_hh, const float* b_ih, const float* b_hh, float* gates, float* hp,
+                          float* hn, float* y, cudaStream_t stream);
 
-//   gates (B, 3D) r z n;  hn, hp (B, D);  dy (B, D) dL/dY of the step
-//   dh    (B, D) in: dL/dh_t carried from step t+1 (read unless `last`, and
-//         taken as 0 for envs with cut[b] = 1: they start at t+1, so h_t
-//         did not feed it); out: dh ⊙ z, the direct part of dL/dh_{t-1}
-//   cut   (B) the episode starts of step t+1, or null
-//   dgi, dgh (B, 3D) written: dL/d(W_ih u + b_ih), dL/d(W_hh h + b_hh)
-void gru_gates_backward(int B, int D, const float* gates, const float* hn, const float* hp, const float* dy,
-                        const uint8_t* cut, bool last, float* dh, float* dgi, float* dgh,
-                        cudaStream_t stream);
+//   gates, hn, hp as the forward left them;  dy (T*B, D) dL/dY
+//   dgi, dgh (T*B, 3D) written: dL/d(W_ih u + b_ih), dL/d(W_hh h + b_hh) of every step
+//   (dL/dh_{t-1} is carried inside; at t = 0 it is not formed: the initial state is data)
+void gru_sequence_backward(int T, int B, int D, const uint8_t* starts, const float* w_hh, const float* gates,
+                           const float* hn, const float* hp, const float* dy, float* dgi, float* dgh,
+                           cudaStream_t stream);
 
 //   gi (B, 3D) (W_ih diag(norm_w)) h, no bias;  gh (B, 3D) W_hh hp, no bias;  hp (B, D)
 //   h (B, D) in/out;  state_out env b's h' at + b*stride, or null (a peek)

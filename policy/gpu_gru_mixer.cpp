@@ -20,14 +20,12 @@ void GpuGruMixer::prepare(int T, int B) {
   if (T == T_ && B == B_) return;
   U_ = nullptr;  // a forward() of the new shape must come before any backward()
   T_ = B_ = 0;   // committed below, once every buffer is allocated
-  const size_t rows = static_cast<size_t>(T) * B, D = static_cast<size_t>(D_), Bs = static_cast<size_t>(B);
+  const size_t rows = static_cast<size_t>(T) * B, D = static_cast<size_t>(D_);
   gates_ = DeviceBuffer<float>(rows * 3 * D);
   hn_ = DeviceBuffer<float>(rows * D);
   h_prev_ = DeviceBuffer<float>(rows * D);
-  gh_ = DeviceBuffer<float>(Bs * 3 * D);
   dgi_ = DeviceBuffer<float>(rows * 3 * D);
   dgh_ = DeviceBuffer<float>(rows * 3 * D);
-  dh_ = DeviceBuffer<float>(Bs * D);
   ones_ = DeviceBuffer<float>(rows);
   cuda::fill(rows, 1.f, ones_.data(), nullptr);
   MAMBARL_CUDA_CHECK(cudaStreamSynchronize(nullptr));
@@ -40,44 +38,22 @@ void GpuGruMixer::forward(const float* params, const float* U, const uint8_t* st
   MAMBARL_CHECK(T_ > 0, "GpuGruMixer: forward() before prepare()");
   MAMBARL_CHECK(B_ == 1 || state_stride >= state_size(),
                 "GpuGruMixer: state_stride (" << state_stride << ") < state_size (" << state_size() << ")");
-  const int B = B_, D = D_, G = 3 * D_;
-  const size_t Bz = static_cast<size_t>(B);
+  const int G = 3 * D_;
   U_ = U;
   starts_ = starts;
-  cudaStream_t s = exec.stream;
-  // (T*B, 3D) W_ih u for every row at once; the gate kernels add b_ih.
-  exec.gemm_rows(T_ * B, D, G, U, exec.weight(params, w_ih_), 0.f, gates_.data());
-  for (int t = 0; t < T_; ++t) {
-    const size_t r0 = static_cast<size_t>(t) * Bz;
-    float* hp = h_prev_.data() + r0 * D;  // (B, D)
-    // h_{t-1}: the initial state at t = 0, else the previous step's output; zero where env b starts.
-    const float* src = t == 0 ? state0 : Y + (r0 - Bz) * D;
-    cuda::gru_prev_rows(B, D, cuda::StepFlags{starts + r0, nullptr}, src,
-                        t == 0 ? state_stride : static_cast<size_t>(D), hp, s);
-    exec.gemm_rows(B, D, G, hp, exec.weight(params, w_hh_), 0.f, gh_.data());  // (B, 3D)
-    cuda::gru_gates_forward(B, D, gates_.data() + r0 * G, gh_.data(), params + b_ih_, params + b_hh_, hp,
-                            hn_.data() + r0 * D, Y + r0 * D, s);
-  }
+  // (T*B, 3D) W_ih u for every row at once; the recurrence kernel adds b_ih.
+  exec.gemm_rows(T_ * B_, D_, G, U, exec.weight(params, w_ih_), 0.f, gates_.data());
+  // W_hh in float32 (params, not the GEMM shadow): the recurrence has no GEMM to feed.
+  cuda::gru_sequence_forward(T_, B_, D_, starts, state0, state_stride, params + w_hh_, params + b_ih_,
+                             params + b_hh_, gates_.data(), h_prev_.data(), hn_.data(), Y, exec.stream);
 }
 
 void GpuGruMixer::backward(const float* params, const float* dY, float* grads, float* dU,
                            const GpuExec& exec) {
   MAMBARL_CHECK(U_ != nullptr, "GpuGruMixer: backward() before forward()");
-  const int B = B_, D = D_, G = 3 * D_, M = T_ * B_;
-  const size_t Bz = static_cast<size_t>(B);
-  cudaStream_t s = exec.stream;
-  for (int t = T_ - 1; t >= 0; --t) {
-    const size_t r0 = static_cast<size_t>(t) * Bz;
-    // dL/dh_t from step t+1 is cut for the envs that started there: h_t did not feed that step.
-    const uint8_t* cut = t + 1 < T_ ? starts_ + r0 + Bz : nullptr;
-    cuda::gru_gates_backward(B, D, gates_.data() + r0 * G, hn_.data() + r0 * D, h_prev_.data() + r0 * D,
-                             dY + r0 * D, cut, t == T_ - 1, dh_.data(), dgi_.data() + r0 * G,
-                             dgh_.data() + r0 * G, s);
-    // dL/dh_{t-1} += dgh W_hh; at t = 0 that is the initial state's gradient: data in PPO, so not formed.
-    if (t > 0)
-      exec.gemm(false, false, B, D, G, 1.f, dgh_.data() + r0 * G, G, exec.weight(params, w_hh_), D, 1.f,
-                dh_.data(), D);
-  }
+  const int D = D_, G = 3 * D_, M = T_ * B_;
+  cuda::gru_sequence_backward(T_, B_, D, starts_, params + w_hh_, gates_.data(), hn_.data(), h_prev_.data(),
+                              dY, dgi_.data(), dgh_.data(), exec.stream);
   // Whole-chunk parameter gradients; h_prev is zero at starts, so those rows add nothing to dW_hh.
   exec.gemm(true, false, G, D, M, 1.f, dgh_.data(), G, h_prev_.data(), D, 1.f, grads + w_hh_, D);
   cuda::column_sum(exec.cublas, M, G, dgh_.data(), G, ones_.data(), grads + b_hh_);
@@ -87,7 +63,7 @@ void GpuGruMixer::backward(const float* params, const float* dY, float* grads, f
 }
 
 // The activation operands: the largest pair is a weight gradient's, dgi or
-// dgh (3D columns) with U or h_prev (D columns); the per-step GEMMs cast B rows.
+// dgh (3D columns) with U or h_prev (D columns).
 size_t GpuGruMixer::gemm_cast_elems() const {
   const size_t M = static_cast<size_t>(T_) * B_, D = static_cast<size_t>(D_);
   return cuda::gemm_cast_elems(M * 3 * D, M * D);
@@ -97,10 +73,8 @@ void GpuGruMixer::bindings(std::vector<GraphBinding>& out) const {
   out.push_back(GraphBinding::buffer("gru gates", gates_));
   out.push_back(GraphBinding::buffer("gru hn", hn_));
   out.push_back(GraphBinding::buffer("gru h_prev", h_prev_));
-  out.push_back(GraphBinding::buffer("gru step gh", gh_));
   out.push_back(GraphBinding::buffer("gru dgi", dgi_));
   out.push_back(GraphBinding::buffer("gru dgh", dgh_));
-  out.push_back(GraphBinding::buffer("gru dh", dh_));
   out.push_back(GraphBinding::buffer("gru ones", ones_));
   out.push_back(GraphBinding::value("gru T", T_));
   out.push_back(GraphBinding::value("gru B", B_));

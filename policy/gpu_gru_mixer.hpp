@@ -3,13 +3,14 @@
 // per-env resets inside it, and the backward through time.
 //
 // Work split, as the CPU's: the input side W_ih u has no recurrence, so it is
-// one GEMM over all T*B rows up front; per step t only h_{t-1} (B, D) goes
-// through W_hh (a (B, D) x (D, 3D) GEMM) and one gate kernel
-// (kernels/gru.cuh). The backward walks the steps in reverse carrying only
-// dL/dh (one (B, 3D) x (3D, D) GEMM and one kernel per step) and records the
-// gate gradients of every row, so all four parameter gradients and dU are
-// whole-chunk GEMMs and fixed-order column sums at the end: deterministic, no
-// atomics. That is why h_{t-1} of every row is kept.
+// one GEMM over all T*B rows up front; the recurrence through W_hh is one
+// kernel launch for the whole chunk (kernels/gru.cuh: one block per env walks
+// its steps), not a GEMM and a gate kernel per step, whose launches dominated
+// at 1024-step learner sequences. The backward is one launch too, carrying
+// dL/dh inside, and records the gate gradients of every row, so all four
+// parameter gradients and dU are whole-chunk GEMMs and fixed-order column sums
+// at the end: deterministic, no atomics. That is why h_{t-1} of every row is
+// kept.
 #pragma once
 
 #include <cstddef>
@@ -45,13 +46,11 @@ class GpuGruMixer final : public GpuMixer {
   // What the last forward() ran on; backward() reads them again.
   const float* U_ = nullptr;         // (T*B, D)
   const uint8_t* starts_ = nullptr;  // (T*B)
-  DeviceBuffer<float> gates_;        // (T*B, 3D) W_ih u, then r z n after each step's gate kernel
+  DeviceBuffer<float> gates_;        // (T*B, 3D) W_ih u, then r z n after the forward
   DeviceBuffer<float> hn_;           // (T*B, D) W_hn h_{t-1} + b_hn
   DeviceBuffer<float> h_prev_;       // (T*B, D) h entering step t, zero at a start
-  DeviceBuffer<float> gh_;           // (B, 3D) W_hh h_{t-1} of one step
   DeviceBuffer<float> dgi_;          // (T*B, 3D) dL/d(W_ih u + b_ih)
   DeviceBuffer<float> dgh_;          // (T*B, 3D) dL/d(W_hh h + b_hh)
-  DeviceBuffer<float> dh_;           // (B, D) dL/dh carried back through the steps
   DeviceBuffer<float> ones_;         // (T*B) for the bias column sums
 };
 
