@@ -1,6 +1,7 @@
 #include "kernels/gru.cuh"
 
 #include <algorithm>
+#include <atomic>
 
 #include "kernels/base/check.hpp"
 #include "kernels/block_reduce.cuh"
@@ -161,14 +162,17 @@ void check_sizes(const char* what, int B, int D) {
 // One block per env; enough threads for the 3D rows of the matrix-vector phase.
 unsigned sequence_threads(int D) { return static_cast<unsigned>(std::min(1024, (3 * D + 31) / 32 * 32)); }
 
-// h (or dh) and the 3D-vector, both in shared memory; above the default 48 KB
-// the kernel must opt in (once per size, outside any capture: the learner's
-// first update of a shape runs eagerly).
-size_t sequence_smem(const void* kernel, int D) {
+// h (or dh) and the 3D-vector, both in shared memory. Above the default 48 KB
+// (d_model > 3072) a kernel must opt in; it does so once per size, on the
+// learner's first update of a shape, which runs eagerly: no CUDA call but the
+// launch happens while a graph is captured.
+size_t sequence_smem(const void* kernel, int D, std::atomic<size_t>& opted_in) {
   const size_t bytes = static_cast<size_t>(4) * D * sizeof(float);
-  if (bytes > 48 * 1024)
+  if (bytes > 48 * 1024 && bytes > opted_in.load()) {
     MAMBARL_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    opted_in.store(bytes);
+  }
   return bytes;
 }
 
@@ -190,7 +194,8 @@ void gru_sequence_forward(int T, int B, int D, const uint8_t* starts, const floa
   MAMBARL_CHECK(T > 0, "gru_sequence_forward: T must be positive, got " << T);
   MAMBARL_CHECK(B == 1 || stride >= static_cast<size_t>(D),
                 "gru_sequence_forward: stride (" << stride << ") < D (" << D << ")");
-  const size_t smem = sequence_smem(reinterpret_cast<const void*>(sequence_forward_kernel), D);
+  static std::atomic<size_t> opted_in{0};
+  const size_t smem = sequence_smem(reinterpret_cast<const void*>(sequence_forward_kernel), D, opted_in);
   sequence_forward_kernel<<<static_cast<unsigned>(B), sequence_threads(D), smem, stream>>>(
       T, B, D, starts, state0, stride, w_hh, b_ih, b_hh, gates, hp, hn, y);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
@@ -201,7 +206,8 @@ void gru_sequence_backward(int T, int B, int D, const uint8_t* starts, const flo
                            cudaStream_t stream) {
   check_sizes("gru_sequence_backward", B, D);
   MAMBARL_CHECK(T > 0, "gru_sequence_backward: T must be positive, got " << T);
-  const size_t smem = sequence_smem(reinterpret_cast<const void*>(sequence_backward_kernel), D);
+  static std::atomic<size_t> opted_in{0};
+  const size_t smem = sequence_smem(reinterpret_cast<const void*>(sequence_backward_kernel), D, opted_in);
   sequence_backward_kernel<<<static_cast<unsigned>(B), sequence_threads(D), smem, stream>>>(
       T, B, D, starts, w_hh, gates, hn, hp, dy, dgi, dgh);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
