@@ -22,7 +22,9 @@
 #                  its bench-shape case did not finish racecheck in 170 s).
 #   SANITIZE_TIMEOUT: seconds allowed per sanitizer run (default 600); a run
 #                  cut off counts as failed.
-#   BENCH_ARGS: extra arguments for the benches (e.g. '--reps 2000').
+#   BENCH_ARGS: extra arguments for the benches (e.g. '--reps 2000'), all
+#                  but train_16k, whose 12 rows of ~40 ms updates take
+#                  BENCH_16K_REPS replays each (default 20).
 #   PROFILE_SHAPE, PROFILE_LAUNCHES: the profiled chunk (TxBxDxL) and how many
 #                  kernel launches ncu times (default 1500: the first updates,
 #                  eager warm-up then graph replays, which run the same kernels).
@@ -87,13 +89,15 @@ if [[ " $stages " == *" bench "* ]]; then
   # e2e_async: GPU envs in async mode (runtime.sync: false), beside e2e's sync rows.
   for what in rollout train train_16k e2e e2e_async; do
     case $what in
-      train_16k) args=(train --device cuda --shape 32x16384x64x2 --reps 20) ;;  # the chunk of 16k GPU envs
+      # The chunk of 16k GPU envs; its own --reps, which BENCH_ARGS must not repeat.
+      train_16k) args=(train --device cuda --shape 32x16384x64x2 --reps "${BENCH_16K_REPS:-20}") ;;
       e2e) args=(e2e --device cuda --plot "$out/e2e.svg") ;;
       e2e_async) args=(e2e --device cuda --env-backend cuda --async --plot "$out/e2e_async.svg") ;;
       *) args=("$what" --device cuda) ;;
     esac
-    # shellcheck disable=SC2086
-    if "$build/bin/mambarl" bench "${args[@]}" ${BENCH_ARGS:-} >"$out/bench_$what.json" \
+    # shellcheck disable=SC2206
+    [ "$what" != train_16k ] && args+=(${BENCH_ARGS:-})
+    if "$build/bin/mambarl" bench "${args[@]}" >"$out/bench_$what.json" \
          2>"$out/bench_$what.err"; then
       note "bench $what: $out/bench_$what.json"
     else
