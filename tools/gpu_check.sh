@@ -9,7 +9,7 @@
 #      chunk 32x16384x64x2, e2e sync and async with their plots), one JSON file each;
 #   4. profile (not in the default stages): ncu's time per kernel function of the
 #      learner's update at PROFILE_SHAPE (default 32x16384x64x2), float32, one
-#      table per Mamba block.
+#      table per policy of PROFILE_POLICIES (default: the two Mamba blocks).
 # Results land in OUT_DIR (logs, JSON, a summary). The exit status is the
 # number of failed stages (0: all passed).
 #
@@ -25,6 +25,8 @@
 #   BENCH_ARGS: extra arguments for the benches (e.g. '--reps 2000'), all
 #                  but train_16k, whose 12 rows of ~40 ms updates take
 #                  BENCH_16K_REPS replays each (default 20).
+#   PROFILE_POLICIES: the policy types profiled (default "mamba1 mamba3"; e.g.
+#                  "mamba3 gru" at the POPGym learner's 1024x64x64x1).
 #   PROFILE_SHAPE, PROFILE_LAUNCHES: the profiled chunk (TxBxDxL) and how many
 #                  kernel launches ncu times (default 1500: the first updates,
 #                  eager warm-up then graph replays, which run the same kernels).
@@ -108,7 +110,7 @@ if [[ " $stages " == *" bench "* ]]; then
 fi
 
 if [[ " $stages " == *" profile "* ]]; then
-  for policy in mamba1 mamba3; do
+  for policy in ${PROFILE_POLICIES:-mamba1 mamba3}; do
     log="$out/ncu_train_$policy.csv"
     # Clocks and caches left as they are (METHOD.md): the times are the kernels' own in a warm run.
     if ncu --clock-control none --cache-control none --graph-profiling node --csv --print-kernel-base function \
