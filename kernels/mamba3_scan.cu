@@ -239,69 +239,98 @@ __global__ void __launch_bounds__(kThreads) scan_kernel(Mamba3Dims d, Mamba3Weig
   }
 }
 
-// One thread per (row, head): y ⊙ silu(z), or y w / rms_P(y) ⊙ silu(z).
+// The gate kernels' block: gate_heads_per_block(P) heads of one token row or
+// consecutive rows, thread (hl, p) owning channel p of head hl, so that
+// neighbouring threads touch neighbouring floats (one thread per head, looping
+// over p, read and wrote P floats apart: at the 16k-env chunk the backward
+// took 28 % of the Mamba-3 update). A head's sum over p is taken by its thread
+// p = 0 from shared memory, in p order: deterministic, and the arithmetic of
+// the thread-per-head kernels these replace.
+struct GateThread {
+  int hl, p;      // head within the block, channel within the head
+  size_t pair;    // m * H + h
+  bool active;    // pair < M H (the last block may run past)
+  size_t m;
+  int h;
+};
+__host__ __device__ inline int gate_heads_per_block(int P) { return P >= 256 ? 1 : 256 / P; }
+__device__ __forceinline__ GateThread gate_thread(const Mamba3Dims& d, const Mamba3Chunk& c) {
+  GateThread g;
+  g.hl = static_cast<int>(threadIdx.x) / d.P;
+  g.p = static_cast<int>(threadIdx.x) % d.P;
+  g.pair = static_cast<size_t>(blockIdx.x) * gate_heads_per_block(d.P) + g.hl;
+  g.active = g.pair < static_cast<size_t>(c.T) * c.B * d.H;
+  g.m = g.pair / d.H;
+  g.h = static_cast<int>(g.pair % d.H);
+  return g;
+}
+
+// y ⊙ silu(z), or y w / rms_P(y) ⊙ silu(z).
 __global__ void gate_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk c) {
-  const int H = d.H, P = d.P;
-  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<size_t>(c.T) * c.B * H) return;
-  const size_t m = i / H;
-  const int h = static_cast<int>(i % H);
-  const float* y = c.y + m * d.E + h * P;
-  const float* z = c.zx + m * cols_of(d).R + h * P;  // z is the first block
-  float* g = c.gated + m * d.E + h * P;
+  extern __shared__ float red[];  // (hb P) each thread's y, then (hb) each head's 1/rms
+  const int P = d.P;
+  const GateThread t = gate_thread(d, c);
+  const size_t ye = t.m * d.E + t.h * P + t.p;
+  const size_t ze = t.m * cols_of(d).R + t.h * P + t.p;  // z is the first block of a zx row
+  const float y = t.active ? c.y[ye] : 0.f, z = t.active ? c.zx[ze] : 0.f;
   if (!w.norm) {
-    for (int p = 0; p < P; ++p) g[p] = y[p] * z[p] * sigmoidf_ref(z[p]);
-    return;
+    if (t.active) c.gated[ye] = y * z * sigmoidf_ref(z);
+    return;  // w.norm is the whole grid's: no thread waits at a barrier below
   }
-  float ss = 0.f;
-  for (int p = 0; p < P; ++p) ss += y[p] * y[p];
-  const float rs = 1.f / sqrtf(ss / static_cast<float>(P) + kNormEpsF);
-  c.y_rstd[i] = rs;
-  const float* wn = w.norm + h * P;
-  for (int p = 0; p < P; ++p) g[p] = y[p] * __ldg(wn + p) * rs * z[p] * sigmoidf_ref(z[p]);
+  float* head_rs = red + blockDim.x;
+  red[threadIdx.x] = y;
+  __syncthreads();
+  if (t.p == 0 && t.active) {
+    const float* yh = red + t.hl * P;
+    float ss = 0.f;
+    for (int q = 0; q < P; ++q) ss += yh[q] * yh[q];
+    const float rs = 1.f / sqrtf(ss / static_cast<float>(P) + kNormEpsF);
+    c.y_rstd[t.pair] = rs;
+    head_rs[t.hl] = rs;
+  }
+  __syncthreads();
+  if (t.active) c.gated[ye] = y * __ldg(w.norm + t.h * P + t.p) * head_rs[t.hl] * z * sigmoidf_ref(z);
 }
 
 // ---------------------------------------------------------------------------
 // Backward
 
-// One thread per (row, head): dy, dz (silu'(z) = σ(z)(1 + z(1-σ(z)))), and
-// with the norm its per-token weight terms and the RMSNorm backward over P.
+// dy, dz (silu'(z) = σ(z)(1 + z(1-σ(z)))), and with the norm its per-token
+// weight terms and the RMSNorm backward over P (the block as gate_kernel's).
 __global__ void gate_backward_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk c) {
-  const int H = d.H, P = d.P;
-  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<size_t>(c.T) * c.B * H) return;
-  const size_t m = i / H;
-  const int h = static_cast<int>(i % H);
-  const size_t ye = m * d.E + h * P;
-  const float* y = c.y + ye;
-  const float* dg = c.dgated + ye;
-  const float* z = c.zx + m * cols_of(d).R + h * P;
-  float* dz = c.dzx + m * cols_of(d).R + h * P;
-  float* dy = c.dy + ye;
+  extern __shared__ float red[];  // (hb P) each thread's y a, then (hb) each head's coef
+  const int P = d.P;
+  const GateThread t = gate_thread(d, c);
+  const size_t ye = t.m * d.E + t.h * P + t.p;
+  const size_t ze = t.m * cols_of(d).R + t.h * P + t.p;
+  const float y = t.active ? c.y[ye] : 0.f, z = t.active ? c.zx[ze] : 0.f, dg = t.active ? c.dgated[ye] : 0.f;
+  const float sg = sigmoidf_ref(z);
   if (!w.norm) {
-    for (int p = 0; p < P; ++p) {
-      const float sg = sigmoidf_ref(z[p]);
-      dy[p] = dg[p] * z[p] * sg;
-      dz[p] = dg[p] * y[p] * sg * (1.f + z[p] * (1.f - sg));
+    if (t.active) {
+      c.dy[ye] = dg * z * sg;
+      c.dzx[ze] = dg * y * sg * (1.f + z * (1.f - sg));
     }
-    return;
+    return;  // w.norm is the whole grid's: no thread waits at a barrier below
   }
-  const float rs = c.y_rstd[i];
-  const float* wn = w.norm + h * P;
-  float* dw = c.dnorm_part + ye;
-  float dot = 0.f;
-  for (int p = 0; p < P; ++p) {
-    const float sg = sigmoidf_ref(z[p]), wp = __ldg(wn + p);
-    dz[p] = dg[p] * y[p] * wp * rs * sg * (1.f + z[p] * (1.f - sg));
-    const float a = dg[p] * z[p] * sg;  // dL/d(normed y)
-    dw[p] = a * y[p] * rs;
-    dot += y[p] * a * wp;
+  const float rs = t.active ? c.y_rstd[t.pair] : 0.f;
+  const float wp = t.active ? __ldg(w.norm + t.h * P + t.p) : 0.f;
+  const float a = dg * z * sg;  // dL/d(normed y)
+  if (t.active) {
+    c.dzx[ze] = dg * y * wp * rs * sg * (1.f + z * (1.f - sg));
+    c.dnorm_part[ye] = a * y * rs;
   }
-  const float coef = rs * rs * rs * dot / static_cast<float>(P);
-  for (int p = 0; p < P; ++p) {
-    const float a = dg[p] * z[p] * sigmoidf_ref(z[p]);
-    dy[p] = rs * a * __ldg(wn + p) - y[p] * coef;
+  float* head_coef = red + blockDim.x;
+  red[threadIdx.x] = y * a;
+  __syncthreads();
+  if (t.p == 0 && t.active) {
+    const float* ya = red + t.hl * P;
+    const float* wn = w.norm + t.h * P;
+    float dot = 0.f;
+    for (int q = 0; q < P; ++q) dot += ya[q] * __ldg(wn + q);
+    head_coef[t.hl] = rs * rs * rs * dot / static_cast<float>(P);
   }
+  __syncthreads();
+  if (t.active) c.dy[ye] = rs * a * wp - y * head_coef[t.hl];
 }
 
 // The recurrence's backward: a block holds heads_per_block heads of the same
@@ -546,6 +575,16 @@ __global__ void bc_backward_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk c)
   }
 }
 
+// gate_kernel or gate_backward_kernel over the chunk's M rows (the block and
+// shared memory of the gate kernels' comment).
+template <typename Kernel>
+void launch_gate(Kernel kernel, const Mamba3Dims& d, const Mamba3Weights& w, const Mamba3Chunk& c, size_t M,
+                 cudaStream_t stream) {
+  const int hb = gate_heads_per_block(d.P);
+  const unsigned threads = static_cast<unsigned>(hb * d.P);
+  kernel<<<blocks_for(M * d.H, hb), threads, (threads + hb) * sizeof(float), stream>>>(d, w, c);
+}
+
 }  // namespace
 
 void mamba3_chunk_check(const Mamba3Dims& d) {
@@ -597,7 +636,7 @@ void mamba3_chunk_forward(const Mamba3Dims& d, const Mamba3Weights& w, const Mam
         <<<blocks_for(static_cast<size_t>(c.B) * d.E, kThreads), kThreads, 0, stream>>>(d, w, c);
   });
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
-  gate_kernel<<<blocks_for(M * d.H, kThreads), kThreads, 0, stream>>>(d, w, c);
+  launch_gate(gate_kernel, d, w, c, M, stream);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 
@@ -607,7 +646,7 @@ void mamba3_chunk_backward(const Mamba3Dims& d, const Mamba3Weights& w, const Ma
                                                         << ") must be positive");
   MAMBARL_CHECK(c.seg_len >= 1, "mamba3 chunk: seg_len " << c.seg_len << " must be at least 1");
   const size_t M = static_cast<size_t>(c.T) * c.B;
-  gate_backward_kernel<<<blocks_for(M * d.H, kThreads), kThreads, 0, stream>>>(d, w, c);
+  launch_gate(gate_backward_kernel, d, w, c, M, stream);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
   const int hb = scan_bwd_heads_per_block(d);
   const size_t pairs = static_cast<size_t>(c.B) * d.H;
