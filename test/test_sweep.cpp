@@ -10,11 +10,12 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <signal.h>
 #include <sstream>
 
 #include "envs/vec_env.hpp"
 #include "kernels/base/config_node.hpp"
-#include "test/process_util.hpp"
+#include "test/train_process.hpp"
 #include "tools/random_floor.hpp"
 #include "tools/svg_plot.hpp"
 #include "tools/sweep.hpp"
@@ -470,4 +471,63 @@ BOOST_AUTO_TEST_CASE(a_failing_run_fails_the_sweep_naming_it) {
   const Ran usage = run({MAMBARL_TEST_BIN, "sweep", sweep, "--jobs", "0"}, dir, "usage");
   BOOST_TEST(usage.exit_code == 2);
   BOOST_TEST(usage.out.find("mambarl sweep: --jobs: expected a whole number in [1, 4096], got '0'") != std::string::npos, usage.out);
+}
+
+// SIGTERM to a sweep (a job scheduler's time limit, `kill`) reaches its runs
+// once: each stops as `mambarl train` stops, with its checkpoint, no new run
+// starts, and the sweep exits 143 saying how to go on; `--resume` then
+// continues the stopped run from its checkpoint and starts the one that never
+// ran, and ends where a sweep that never stopped ends (sync mode resumes bit
+// for bit).
+BOOST_AUTO_TEST_CASE(a_signal_stops_the_runs_and_resume_continues_them_bit_exactly) {
+  TempDir dir("signal");
+  const std::string sweep =
+      dir.write("sweep.yaml", "configs: [" + config("cartpole_mlp") + "]\nseeds: [1, 2]\njobs: 1\n");
+  // 1000 updates of 16 envs x 32 steps: seconds, far more than pass between
+  // seeing update 2 and the signal landing.
+  const std::vector<std::string> budget{"env.num_envs=16", "algo.chunk_len=32", "algo.total_env_steps=512000"};
+  const auto sweep_argv = [&](const std::string& out) {
+    std::vector<std::string> argv{MAMBARL_TEST_BIN, "sweep", sweep, "--out", (dir.path / out).string()};
+    argv.insert(argv.end(), budget.begin(), budget.end());
+    return argv;
+  };
+  const Ran whole = run(sweep_argv("whole"), dir, "whole");
+  BOOST_REQUIRE_MESSAGE(whole.exit_code == 0, whole.out);
+
+  const std::string log = (dir.path / "stopped.out").string();
+  const pid_t pid = spawn(sweep_argv("out"), {}, log);
+  BOOST_REQUIRE_GT(pid, 0);
+  const fs::path first = dir.path / "out" / "cartpole_mlp_s1";
+  wait_for_updates(pid, first / "metrics.csv", 2, log);
+  BOOST_REQUIRE_EQUAL(::kill(pid, SIGTERM), 0);
+  BOOST_TEST_REQUIRE(exit_status(pid, log) == 143, read_text(log));
+  const std::string text = read_text(log);
+  BOOST_TEST(text.find("interrupted by SIGTERM: 0 run(s) finished, 1 stopped") != std::string::npos, text);
+  BOOST_TEST(text.find("1 not started; no report written. Continue with: ") != std::string::npos, text);
+  BOOST_TEST(text.find(" --resume\n") != std::string::npos, text);
+  BOOST_TEST(read_text((first / "train.log").string()).find("\ninterrupted by SIGTERM at update ") !=
+             std::string::npos);
+  BOOST_TEST(fs::exists(first / "checkpoint.safetensors"));
+  BOOST_TEST(!fs::exists(dir.path / "out" / "cartpole_mlp_s2"));
+  BOOST_TEST(!fs::exists(dir.path / "out" / "runs.csv"));
+
+  std::vector<std::string> resume_argv = sweep_argv("out");
+  resume_argv.push_back("--resume");
+  const Ran resumed = run(resume_argv, dir, "resumed");
+  BOOST_REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.out);
+  BOOST_TEST(resumed.out.find("cartpole_mlp_s1: continuing from its checkpoint") != std::string::npos, resumed.out);
+  BOOST_TEST(resumed.out.find("cartpole_mlp_s2: continuing") == std::string::npos, resumed.out);
+  const std::string first_log = read_text((first / "train.log").string());
+  BOOST_TEST(first_log.find("(bit-exact: sync mode)") != std::string::npos, first_log);
+  // The same rows but for wall time and folder: config ... final_return, env_steps.
+  const auto results = [](const std::string& csv) {
+    std::vector<std::string> rows;
+    for (const std::string& line : split(read_text(csv), '\n')) {
+      const std::vector<std::string> cells = split(line, ',');
+      rows.push_back(cells.size() >= 7 ? cells[4] + "," + cells[5] + "," + cells[6] : line);
+    }
+    return rows;
+  };
+  BOOST_TEST((results((dir.path / "out" / "runs.csv").string()) ==
+              results((dir.path / "whole" / "runs.csv").string())));
 }

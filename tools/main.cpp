@@ -252,7 +252,7 @@ CLI::App* add_sweep(CLI::App& app, mambarl::SweepOptions& o) {
   cmd->add_flag("--dry-run", o.dry_run, "print the runs' commands, one per line");
   cmd->add_flag("--resume", o.resume,
                 "keep the runs of an earlier, stopped sweep into the same folder whose train.log ends with "
-                "its final line, and run the rest");
+                "its final line, continue those a signal stopped from their checkpoints, and run the rest");
   cmd->add_option("--only", o.only,
                   "run only the runs whose KEY is one of the values (repeatable; every filter must hold). "
                   "KEY: config (its label), policy (policy.type), seed, or a grid key, e.g. "
@@ -264,7 +264,9 @@ CLI::App* add_sweep(CLI::App& app, mambarl::SweepOptions& o) {
       "whose output goes to <out>/<run>/train.log. Then writes <out>/runs.csv (one row per run),\n"
       "<out>/results.md (per env and policy: mean [min, max] of the final return over seeds) and\n"
       "<out>/<env>.svg (learning curves: mean over seeds, min-max band). A failed run fails the sweep\n"
-      "(exit 1): runs in flight finish, no new ones start.\n"
+      "(exit 1): runs in flight finish, no new ones start. SIGINT or SIGTERM stops the runs in flight as\n"
+      "`mambarl train` stops (checkpoint, then exit 130 / 143); the sweep then exits the same way, saying\n"
+      "how to continue (--resume).\n"
       "Sweep file (YAML):\n"
       "  configs: [configs/cartpole_mlp.yaml, \"configs/popgym/*.yaml\"]   # paths or glob patterns\n"
       "  seeds: [1, 2, 3]\n"

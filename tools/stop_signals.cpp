@@ -22,7 +22,7 @@ void on_signal(int sig) {
   int none = 0;
   if (g_stop.compare_exchange_strong(none, sig)) return;  // first: the loop stops after this update
   // Second: exit now. write() and _exit() are async-signal-safe; the message is a literal.
-  static const char msg[] = "\nmambarl train: second signal: exiting now; the last checkpoint written is intact\n";
+  static const char msg[] = "\nmambarl: second signal: exiting now; the last checkpoint written is intact\n";
   const ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof(msg) - 1);
   (void)ignored;
   ::_exit(128 + sig);

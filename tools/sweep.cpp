@@ -330,13 +330,11 @@ std::string name_part(const std::string& s) {
   return out;
 }
 
-std::vector<std::string> train_argv(const SweepRun& run, const std::string& exe) {
+std::vector<std::string> train_argv(const SweepRun& run, const std::string& exe, RunStart start) {
   std::vector<std::string> argv{exe, "train", run.config, "runtime.seed=" + std::to_string(run.seed),
                                 "runtime.out_dir=" + run.run_dir};
   argv.insert(argv.end(), run.overrides.begin(), run.overrides.end());
-  // The run folder is the sweep's: a run it starts starts afresh (sweep
-  // --resume keeps finished runs and starts the others again from scratch).
-  argv.push_back("--force");
+  argv.push_back(start == RunStart::continued ? "--resume" : "--force");
   return argv;
 }
 

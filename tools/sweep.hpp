@@ -76,8 +76,15 @@ std::vector<SweepRun> expand_sweep(const SweepSpec& spec, const std::vector<std:
 std::vector<SweepRun> select_runs(const std::vector<SweepRun>& runs, const SweepSpec& spec,
                                   const std::vector<std::string>& only);
 
-// The child's command line: <exe> train <config> runtime.seed=S runtime.out_dir=<run_dir> <overrides>.
-std::vector<std::string> train_argv(const SweepRun& run, const std::string& exe);
+// How a sweep starts a run: afresh (--force: the run folder is the sweep's),
+// or continuing one an earlier sweep's signal stopped (--resume: from the
+// checkpoint it wrote when it stopped).
+enum class RunStart { fresh, continued };
+
+// The child's command line: <exe> train <config> runtime.seed=S runtime.out_dir=<run_dir> <overrides>
+// --force (or --resume).
+std::vector<std::string> train_argv(const SweepRun& run, const std::string& exe,
+                                    RunStart start = RunStart::fresh);
 
 // `s` with every character other than letters, digits, '.' and '-' as '_':
 // a piece of a run's folder name or a plot's file name.

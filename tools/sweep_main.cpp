@@ -14,7 +14,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -27,6 +26,7 @@
 #include "tools/policy_session.hpp"
 #include "tools/random_floor.hpp"
 #include "tools/sweep.hpp"
+#include "tools/stop_signals.hpp"
 #include "tools/sweep_report.hpp"
 #include "tools/trainer.hpp"
 
@@ -83,28 +83,44 @@ bool read_train_line(const std::string& log, RunResult& r) {
   return ret && steps && wall;
 }
 
-// Starts one run: stdin from /dev/null, stdout and stderr into <run_dir>/train.log.
-// The child execs /proc/self/exe, which in the child is still this binary: a
-// rebuild of mambarl during a sweep cannot mix versions (or find the file
-// missing mid-link). `exe`, its path, is the argv[0] the messages show.
-pid_t start_run(const SweepRun& run, const std::string& exe) {
+// Starts one run: stdin from /dev/null, stdout and stderr into <run_dir>/train.log
+// (appended to when it continues a stopped run, so the log keeps how it
+// stopped). The child execs /proc/self/exe, which in the child is still this
+// binary: a rebuild of mambarl during a sweep cannot mix versions (or find the
+// file missing mid-link). `exe`, its path, is the argv[0] the messages show.
+// Each run has a process group of its own: a terminal's Ctrl-C reaches the
+// sweep alone, which passes it on once (a run signalled twice would exit at
+// once, without the checkpoint it writes when it stops).
+pid_t start_run(const SweepRun& run, const std::string& exe, RunStart start) {
   fs::create_directories(run.run_dir);
   const std::string log = (fs::path(run.run_dir) / "train.log").string();
-  const std::vector<std::string> argv = train_argv(run, exe);
+  const std::vector<std::string> argv = train_argv(run, exe, start);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(),
+                                   O_WRONLY | O_CREAT | (start == RunStart::continued ? O_APPEND : O_TRUNC), 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, args.data(), environ);
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, &attr, args.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   MAMBARL_CHECK(rc == 0,
                 "cannot start run " << run.name << " (" << shell_command(argv) << "): " << std::strerror(rc));
   return pid;
+}
+
+// A run that an earlier sweep's signal stopped: its log ends with the line
+// saying so, and the checkpoint it wrote then is there to continue from.
+bool stopped_by_signal(const SweepRun& run, const std::string& log) {
+  return last_lines(log, 1).rfind(kInterruptedLine, 0) == 0 && fs::exists(checkpoint_file_in(run.run_dir));
 }
 
 std::string describe_status(int status) {
@@ -121,41 +137,74 @@ bool read_finished_run(const SweepRun& run, const std::string& log, RunResult& r
   return true;
 }
 
+// What run_all did: every run's result (those it finished), how many failed,
+// and the signal that stopped the sweep (0 if none).
+struct SweepOutcome {
+  std::vector<RunResult> done;
+  size_t finished = 0, failed = 0, stopped = 0, not_started = 0;
+  int signal = 0;
+};
+
 // Runs every run, at most `jobs` at once, in order; with `resume`, a run whose
 // train.log already ends a finished run (an earlier, stopped sweep's) is read
-// instead. After the first failure no new run starts; those in flight finish.
-// Nothing if any failed (each failure reported on stderr with its command and
-// the end of its log).
-std::optional<std::vector<RunResult>> run_all(const std::vector<SweepRun>& runs, const std::string& exe,
-                                              int jobs, bool resume, std::ostream& out) {
+// instead, and one a signal stopped continues from its checkpoint. After the
+// first failure no new run starts; those in flight finish (each failure
+// reported on stderr with its command and the end of its log). SIGINT or
+// SIGTERM (StopOnSignals, held by the caller) is passed on to the runs in
+// flight, which stop as `mambarl train` does (checkpoint, then the line
+// saying how to go on); no new run starts.
+SweepOutcome run_all(const std::vector<SweepRun>& runs, const std::string& exe, int jobs, bool resume,
+                     std::ostream& out) {
   std::vector<std::pair<pid_t, size_t>> running;  // (pid, index into runs)
-  std::vector<RunResult> done(runs.size());
-  size_t next = 0, finished = 0, failed = 0;
+  SweepOutcome o;
+  o.done.resize(runs.size());
+  size_t next = 0;
   const auto report = [&](const RunResult& r, const char* how) {
-    out << "[" << ++finished << "/" << runs.size() << "] " << r.run.name << how << ": final_return=" << r.final_return
-        << " env_steps=" << r.env_steps << " wall_s=" << r.wall_s << std::endl;
+    out << "[" << ++o.finished << "/" << runs.size() << "] " << r.run.name << how
+        << ": final_return=" << r.final_return << " env_steps=" << r.env_steps << " wall_s=" << r.wall_s
+        << std::endl;
   };
+  const auto may_start = [&] { return o.failed == 0 && o.signal == 0 && next < runs.size(); };
   try {
-    while ((failed == 0 && next < runs.size()) || !running.empty()) {
-      while (failed == 0 && next < runs.size() && static_cast<int>(running.size()) < jobs) {
+    while (may_start() || !running.empty()) {
+      while (may_start() && static_cast<int>(running.size()) < jobs) {
         const SweepRun& run = runs[next];
-        if (resume && read_finished_run(run, read_text((fs::path(run.run_dir) / "train.log").string()), done[next])) {
-          report(done[next++], " (kept from the earlier sweep)");
-          continue;
+        RunStart start = RunStart::fresh;
+        if (resume) {
+          const std::string log = read_text((fs::path(run.run_dir) / "train.log").string());
+          if (read_finished_run(run, log, o.done[next])) {
+            report(o.done[next++], " (kept from the earlier sweep)");
+            continue;
+          }
+          if (stopped_by_signal(run, log)) {
+            start = RunStart::continued;
+            out << run.name << ": continuing from its checkpoint" << std::endl;
+          }
         }
-        running.emplace_back(start_run(run, exe), next);
+        running.emplace_back(start_run(run, exe, start), next);
         ++next;
       }
       if (running.empty()) continue;
+      // Polled, so that a signal to the sweep is seen within a tick (waitpid
+      // itself would be restarted after the handler, SA_RESTART).
+      if (o.signal == 0 && stop_signal() != 0) {
+        o.signal = stop_signal();
+        out << "mambarl sweep: " << signal_name(o.signal) << ": stopping the " << running.size()
+            << " run(s) in flight (each writes its checkpoint); no new run starts" << std::endl;
+        for (const auto& [pid, i] : running) ::kill(pid, o.signal);
+      }
       int status = 0;
-      const pid_t pid = ::waitpid(-1, &status, 0);
-      if (pid < 0 && errno == EINTR) continue;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid == 0 || (pid < 0 && errno == EINTR)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
       MAMBARL_CHECK(pid > 0, "waiting for the sweep's runs: " << std::strerror(errno));
       const auto it =
           std::find_if(running.begin(), running.end(), [&](const auto& p) { return p.first == pid; });
       if (it == running.end()) continue;  // not one of ours
       const SweepRun& run = runs[it->second];
-      RunResult& r = done[it->second];
+      RunResult& r = o.done[it->second];
       running.erase(it);
       const std::string log_path = (fs::path(run.run_dir) / "train.log").string();
       const std::string log = read_text(log_path);
@@ -164,7 +213,14 @@ std::optional<std::vector<RunResult>> run_all(const std::vector<SweepRun>& runs,
         report(r, "");
         continue;
       }
-      ++failed;
+      // Ended by the signal passed on: stopped, not failed (one stopped before
+      // it could write a checkpoint starts again on --resume).
+      if (o.signal != 0 && ((WIFEXITED(status) && WEXITSTATUS(status) == 128 + o.signal) ||
+                            (WIFSIGNALED(status) && WTERMSIG(status) == o.signal))) {
+        ++o.stopped;
+        continue;
+      }
+      ++o.failed;
       std::cerr << "mambarl sweep: run " << run.name << " failed ("
                 << (exited_ok ? "no 'final mean_return=' line" : describe_status(status))
                 << "): " << shell_command(train_argv(run, exe)) << "\n"
@@ -175,12 +231,8 @@ std::optional<std::vector<RunResult>> run_all(const std::vector<SweepRun>& runs,
     for (const auto& [pid, i] : running) ::waitpid(pid, nullptr, 0);  // leave no run behind
     throw;
   }
-  if (failed > 0) {
-    std::cerr << "mambarl sweep: " << failed << " run(s) failed; " << runs.size() - next
-              << " run(s) not started" << std::endl;
-    return std::nullopt;
-  }
-  return done;
+  o.not_started = runs.size() - next;
+  return o;
 }
 
 // One random-floor row per env setting x grid point x seed, from the first run with that setting.
@@ -252,17 +304,35 @@ int run_sweep(const SweepOptions& a, const std::vector<std::string>& command_lin
   const std::vector<RunResult> floor =
       spec.random_floor ? random_floor_rows(spec, runs, out) : std::vector<RunResult>{};
   out << runs.size() << " runs, " << jobs << " at a time, in " << out_dir << std::endl;
-  std::optional<std::vector<RunResult>> results = run_all(runs, exe, jobs, a.resume, out);
-  if (!results) return 1;
-  results->insert(results->end(), floor.begin(), floor.end());
+  SweepOutcome outcome;
+  {
+    const StopOnSignals stop_on_signals;
+    outcome = run_all(runs, exe, jobs, a.resume, out);
+  }
+  if (outcome.failed > 0) {
+    std::cerr << "mambarl sweep: " << outcome.failed << " run(s) failed; " << outcome.not_started
+              << " run(s) not started" << std::endl;
+    return 1;
+  }
+  if (outcome.signal != 0) {
+    std::vector<std::string> again = command_line;
+    if (std::find(again.begin(), again.end(), "--resume") == again.end()) again.push_back("--resume");
+    std::cerr << "mambarl sweep: " << kInterruptedLine << signal_name(outcome.signal) << ": " << outcome.finished
+              << " run(s) finished, " << outcome.stopped << " stopped (on --resume each continues from its checkpoint, or starts again without one), "
+              << outcome.not_started << " not started; no report written. Continue with: "
+              << shell_command(again) << std::endl;
+    return 128 + outcome.signal;
+  }
+  std::vector<RunResult>& results = outcome.done;
+  results.insert(results.end(), floor.begin(), floor.end());
 
   std::vector<std::string> grid_keys;
   for (const auto& g : spec.grid) grid_keys.push_back(g.first);
   const fs::path dir(out_dir);
-  write_file_atomically((dir / "runs.csv").string(), runs_csv(grid_keys, *results));
-  const std::string md = results_markdown(grid_keys, *results, header);
+  write_file_atomically((dir / "runs.csv").string(), runs_csv(grid_keys, results));
+  const std::string md = results_markdown(grid_keys, results, header);
   write_file_atomically((dir / "results.md").string(), md);
-  const std::vector<std::string> plots = write_sweep_plots(out_dir, grid_keys, *results);
+  const std::vector<std::string> plots = write_sweep_plots(out_dir, grid_keys, results);
   out << "\n" << md << "\nwrote " << (dir / "runs.csv").string() << ", " << (dir / "results.md").string();
   for (const std::string& p : plots) out << ", " << p;
   out << std::endl;

@@ -161,7 +161,7 @@ class Run {
         al_(exp.algo),
         own_ranks_(opts.ranks ? nullptr : one_process_ranks()),
         ranks_(opts.ranks ? *opts.ranks : *own_ranks_),
-        ckpt_path_((fs::path(rt_.out_dir) / kCheckpointFile).string()),
+        ckpt_path_(checkpoint_file_in(rt_.out_dir)),
         curve_path_((fs::path(rt_.out_dir) / "curve.svg").string()) {
     // Before the first collective: a rank that dies or hangs ends the job.
     ranks_.bound_collectives(CollectiveTimeout(rt_.collective_timeout_s));
@@ -1111,6 +1111,10 @@ TrainSummary Run::go() {
 }
 
 }  // namespace
+
+std::string checkpoint_file_in(const std::string& run_dir) {
+  return (fs::path(run_dir) / kCheckpointFile).string();
+}
 
 TrainSummary run_training(const Experiment& exp, const TrainOptions& opts, std::ostream& log) {
   return Run(exp, opts, log).go();

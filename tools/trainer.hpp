@@ -68,6 +68,9 @@ struct TrainSummary {
 // when a signal stopped the run (what `mambarl sweep --resume` looks for).
 inline constexpr const char* kInterruptedLine = "interrupted by ";
 
+// Where a run keeps its checkpoint: <run_dir>/checkpoint.safetensors.
+std::string checkpoint_file_in(const std::string& run_dir);
+
 TrainSummary run_training(const Experiment& exp, const TrainOptions& opts, std::ostream& log);
 
 }  // namespace mambarl
