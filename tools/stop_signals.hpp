@@ -4,10 +4,15 @@
 // ends the run as at its budget (checkpoint, metrics, curve). A second signal
 // while the first is being honoured exits at once with 128 + signal (130 for
 // SIGINT): the last checkpoint on disk is whole, since checkpoints are
-// replaced atomically (policy/io/posix_file.hpp).
+// replaced atomically (policy/io/posix_file.hpp). One that comes within
+// kRepeatWindowMs of the first is the same request delivered twice (a job
+// scheduler signals each process of the job, a sweep its runs too) and is
+// ignored.
 #pragma once
 
 namespace mambarl {
+
+inline constexpr long long kRepeatWindowMs = 500;
 
 // The first SIGINT or SIGTERM received while a StopOnSignals was alive; 0 if none.
 int stop_signal();
