@@ -1,7 +1,6 @@
 #include "kernels/gru.cuh"
 
 #include <algorithm>
-#include <atomic>
 
 #include "kernels/base/check.hpp"
 #include "kernels/block_reduce.cuh"
@@ -179,30 +178,6 @@ size_t sequence_vector_bytes(int D) { return static_cast<size_t>(4) * D * sizeof
 // The forward's padded copy of W_hh: 3D (D | 1) floats.
 size_t sequence_weight_bytes(int D) { return static_cast<size_t>(3) * D * (D | 1) * sizeof(float); }
 
-// The most shared memory a block of this device may opt in to (asked once: the
-// learner's first update of a shape runs eagerly, and no CUDA call but the
-// launch may happen while its graph is captured).
-size_t max_block_smem() {
-  static const size_t bytes = [] {
-    int device = 0, v = 0;
-    MAMBARL_CUDA_CHECK(cudaGetDevice(&device));
-    MAMBARL_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    return static_cast<size_t>(v);
-  }();
-  return bytes;
-}
-
-// Above the default 48 KB a kernel must opt in; it does so once per size, on
-// the learner's first (eager) update of a shape.
-size_t sequence_smem(const void* kernel, size_t bytes, std::atomic<size_t>& opted_in) {
-  if (bytes > 48 * 1024 && bytes > opted_in.load()) {
-    MAMBARL_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    opted_in.store(bytes);
-  }
-  return bytes;
-}
-
 }  // namespace
 
 void gru_prev_rows(int B, int D, StepFlags flags, const float* src, size_t stride, float* hp,
@@ -214,18 +189,30 @@ void gru_prev_rows(int B, int D, StepFlags flags, const float* src, size_t strid
                 flags, src, stride, hp);
 }
 
-void gru_sequence_forward(int T, int B, int D, const uint8_t* starts, const float* state0, size_t stride,
-                          const float* w_hh, const float* b_ih, const float* b_hh, float* gates, float* hp,
-                          float* hn, float* y, cudaStream_t stream) {
+bool gru_sequence_configure(int D) {
+  check_sizes("gru_sequence_configure", 1, D);
+  const size_t limit = max_smem_per_block_optin();
+  MAMBARL_CHECK(sequence_vector_bytes(D) <= limit, "gru sequence kernels: d_model "
+                                                       << D << " needs " << sequence_vector_bytes(D)
+                                                       << " bytes of shared memory per block, the device has "
+                                                       << limit);
+  // The device's whole limit: a later mixer of another d_model never lowers what an earlier one needs.
+  const void* kernels[] = {reinterpret_cast<const void*>(sequence_forward_kernel),
+                           reinterpret_cast<const void*>(sequence_backward_kernel)};
+  for (const void* kernel : kernels)
+    MAMBARL_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(limit)));
+  return sequence_vector_bytes(D) + sequence_weight_bytes(D) <= limit;
+}
+
+void gru_sequence_forward(int T, int B, int D, bool w_shared, const uint8_t* starts, const float* state0,
+                          size_t stride, const float* w_hh, const float* b_ih, const float* b_hh,
+                          float* gates, float* hp, float* hn, float* y, cudaStream_t stream) {
   check_sizes("gru_sequence_forward", B, D);
   MAMBARL_CHECK(T > 0, "gru_sequence_forward: T must be positive, got " << T);
   MAMBARL_CHECK(B == 1 || stride >= static_cast<size_t>(D),
                 "gru_sequence_forward: stride (" << stride << ") < D (" << D << ")");
-  static std::atomic<size_t> opted_in{0};
-  const bool w_shared = sequence_vector_bytes(D) + sequence_weight_bytes(D) <= max_block_smem();
-  const size_t smem = sequence_smem(reinterpret_cast<const void*>(sequence_forward_kernel),
-                                    sequence_vector_bytes(D) + (w_shared ? sequence_weight_bytes(D) : 0),
-                                    opted_in);
+  const size_t smem = sequence_vector_bytes(D) + (w_shared ? sequence_weight_bytes(D) : 0);
   sequence_forward_kernel<<<static_cast<unsigned>(B), sequence_threads(D), smem, stream>>>(
       T, B, D, starts, state0, stride, w_hh, w_shared, b_ih, b_hh, gates, hp, hn, y);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
@@ -236,11 +223,8 @@ void gru_sequence_backward(int T, int B, int D, const uint8_t* starts, const flo
                            cudaStream_t stream) {
   check_sizes("gru_sequence_backward", B, D);
   MAMBARL_CHECK(T > 0, "gru_sequence_backward: T must be positive, got " << T);
-  static std::atomic<size_t> opted_in{0};
-  const size_t smem =
-      sequence_smem(reinterpret_cast<const void*>(sequence_backward_kernel), sequence_vector_bytes(D), opted_in);
-  sequence_backward_kernel<<<static_cast<unsigned>(B), sequence_threads(D), smem, stream>>>(
-      T, B, D, starts, w_hh, gates, hn, hp, dy, dgi, dgh);
+  sequence_backward_kernel<<<static_cast<unsigned>(B), sequence_threads(D), sequence_vector_bytes(D),
+                             stream>>>(T, B, D, starts, w_hh, gates, hn, hp, dy, dgi, dgh);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
 }
 

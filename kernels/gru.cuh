@@ -41,14 +41,21 @@ namespace mambarl::cuda {
 void gru_prev_rows(int B, int D, StepFlags flags, const float* src, size_t stride, float* hp,
                    cudaStream_t stream, bool pdl = false);
 
+// Sets both sequence kernels' shared-memory limit, as the Mamba blocks'
+// *_configure do: once, when a mixer is made, so that no CUDA call but the
+// launches runs while the learner's update is captured. Returns whether the
+// forward keeps W_hh in shared memory for d_model D (it fits the device's
+// per-block limit); gru_sequence_forward takes that back as w_shared.
+bool gru_sequence_configure(int D);
+
 // Rows are time-major: row t*B + b is env b at step t.
 //   starts (T*B) episode starts: h_{t-1} = 0 there
 //   state0 env b's initial h at + b*stride;  w_hh (3D, D) float32;  b_ih, b_hh (3D)
 //   gates  (T*B, 3D) in: W_ih u (no bias), out: [r z n]
 //   hp, hn, y (T*B, D) written: h_{t-1}, W_hn h_{t-1} + b_hn (the part r gates), h_t
-void gru_sequence_forward(int T, int B, int D, const uint8_t* starts, const float* state0, size_t stride,
-                          const float* w_hh, const float* b_ih, const float* b_hh, float* gates, float* hp,
-                          float* hn, float* y, cudaStream_t stream);
+void gru_sequence_forward(int T, int B, int D, bool w_shared, const uint8_t* starts, const float* state0,
+                          size_t stride, const float* w_hh, const float* b_ih, const float* b_hh,
+                          float* gates, float* hp, float* hn, float* y, cudaStream_t stream);
 
 //   gates, hn, hp as the forward left them;  dy (T*B, D) dL/dY
 //   dgi, dgh (T*B, 3D) written: dL/d(W_ih u + b_ih), dL/d(W_hh h + b_hh) of every step

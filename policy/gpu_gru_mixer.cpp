@@ -7,7 +7,7 @@
 namespace mambarl {
 
 GpuGruMixer::GpuGruMixer(const GruMixer<float>& mixer, const ParamLayout& layout, int layer)
-    : D_(mixer.config().d_model) {
+    : D_(mixer.config().d_model), w_hh_shared_(cuda::gru_sequence_configure(D_)) {
   const std::string pre = "layers." + std::to_string(layer) + ".mixer.";
   w_ih_ = layout.offset_of(pre + "weight_ih", {3 * D_, D_}, "GpuGruMixer");
   w_hh_ = layout.offset_of(pre + "weight_hh", {3 * D_, D_}, "GpuGruMixer");
@@ -44,8 +44,9 @@ void GpuGruMixer::forward(const float* params, const float* U, const uint8_t* st
   // (T*B, 3D) W_ih u for every row at once; the recurrence kernel adds b_ih.
   exec.gemm_rows(T_ * B_, D_, G, U, exec.weight(params, w_ih_), 0.f, gates_.data());
   // W_hh in float32 (params, not the GEMM shadow): the recurrence has no GEMM to feed.
-  cuda::gru_sequence_forward(T_, B_, D_, starts, state0, state_stride, params + w_hh_, params + b_ih_,
-                             params + b_hh_, gates_.data(), h_prev_.data(), hn_.data(), Y, exec.stream);
+  cuda::gru_sequence_forward(T_, B_, D_, w_hh_shared_, starts, state0, state_stride, params + w_hh_,
+                             params + b_ih_, params + b_hh_, gates_.data(), h_prev_.data(), hn_.data(), Y,
+                             exec.stream);
 }
 
 void GpuGruMixer::backward(const float* params, const float* dY, float* grads, float* dU,

@@ -41,6 +41,7 @@ class GpuGruMixer final : public GpuMixer {
 
  private:
   int D_;
+  bool w_hh_shared_;                  // the forward keeps W_hh in shared memory (gru_sequence_configure)
   size_t w_ih_, w_hh_, b_ih_, b_hh_;  // offsets into the flat params/grads
   int T_ = 0, B_ = 0;                 // the prepared chunk shape
   // What the last forward() ran on; backward() reads them again.
