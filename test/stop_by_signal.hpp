@@ -88,7 +88,8 @@ inline void check_a_second_sigint_exits_at_once(const TrainSetup& setup) {
   namespace fs = std::filesystem;
   const fs::path dir = scratch("signals_twice"), out = dir / "run";
   const std::string log = (dir / "log.txt").string();
-  const pid_t pid = start_train(setup, out, signal_run_budget(1), log, {"MAMBARL_TEST_ATOMIC_WRITE_PAUSE_MS=600"});
+  const pid_t pid =
+      start_train(setup, out, signal_run_budget(1), log, {"MAMBARL_TEST_ATOMIC_WRITE_PAUSE_MS=600"});
   wait_for_updates(pid, out / "metrics.csv", 2, log);
   BOOST_REQUIRE_EQUAL(::kill(pid, SIGINT), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));

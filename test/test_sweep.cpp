@@ -485,7 +485,8 @@ BOOST_AUTO_TEST_CASE(a_signal_stops_the_runs_and_resume_continues_them_bit_exact
       dir.write("sweep.yaml", "configs: [" + config("cartpole_mlp") + "]\nseeds: [1, 2]\njobs: 1\n");
   // 1000 updates of 16 envs x 32 steps: seconds, far more than pass between
   // seeing update 2 and the signal landing.
-  const std::vector<std::string> budget{"env.num_envs=16", "algo.chunk_len=32", "algo.total_env_steps=512000"};
+  const std::vector<std::string> budget{"env.num_envs=16", "algo.chunk_len=32",
+                                        "algo.total_env_steps=512000"};
   const auto sweep_argv = [&](const std::string& out) {
     std::vector<std::string> argv{MAMBARL_TEST_BIN, "sweep", sweep, "--out", (dir.path / out).string()};
     argv.insert(argv.end(), budget.begin(), budget.end());
@@ -515,7 +516,8 @@ BOOST_AUTO_TEST_CASE(a_signal_stops_the_runs_and_resume_continues_them_bit_exact
   resume_argv.push_back("--resume");
   const Ran resumed = run(resume_argv, dir, "resumed");
   BOOST_REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.out);
-  BOOST_TEST(resumed.out.find("cartpole_mlp_s1: continuing from its checkpoint") != std::string::npos, resumed.out);
+  BOOST_TEST(resumed.out.find("cartpole_mlp_s1: continuing from its checkpoint") != std::string::npos,
+             resumed.out);
   BOOST_TEST(resumed.out.find("cartpole_mlp_s2: continuing") == std::string::npos, resumed.out);
   const std::string first_log = read_text((first / "train.log").string());
   BOOST_TEST(first_log.find("(bit-exact: sync mode)") != std::string::npos, first_log);

@@ -101,8 +101,8 @@ pid_t start_run(const SweepRun& run, const std::string& exe, RunStart start) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(),
-                                   O_WRONLY | O_CREAT | (start == RunStart::continued ? O_APPEND : O_TRUNC), 0644);
+  posix_spawn_file_actions_addopen(
+      &fa, 1, log.c_str(), O_WRONLY | O_CREAT | (start == RunStart::continued ? O_APPEND : O_TRUNC), 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -317,8 +317,9 @@ int run_sweep(const SweepOptions& a, const std::vector<std::string>& command_lin
   if (outcome.signal != 0) {
     std::vector<std::string> again = command_line;
     if (std::find(again.begin(), again.end(), "--resume") == again.end()) again.push_back("--resume");
-    std::cerr << "mambarl sweep: " << kInterruptedLine << signal_name(outcome.signal) << ": " << outcome.finished
-              << " run(s) finished, " << outcome.stopped << " stopped (on --resume each continues from its checkpoint, or starts again without one), "
+    std::cerr << "mambarl sweep: " << kInterruptedLine << signal_name(outcome.signal) << ": "
+              << outcome.finished << " run(s) finished, " << outcome.stopped
+              << " stopped (on --resume each continues from its checkpoint, or starts again without one), "
               << outcome.not_started << " not started; no report written. Continue with: "
               << shell_command(again) << std::endl;
     return 128 + outcome.signal;
