@@ -67,14 +67,20 @@ size_t scan_fwd_smem(const Mamba3Dims& d) {
 }
 
 // The backward scan's block: heads of one env, P threads each, about 128
-// threads in all; per head, the per-p partial sums, dk_carry and seg_len
-// steps of its rows' states (the segment rebuild), in kScanBwdSmemBudget.
-// Fewer heads where one step of segment would not fit beside the partials;
-// then the longest segment that fits.
-constexpr size_t kScanBwdSmemBudget = 96 * 1024;
+// threads in all; per head, the per-p partial sums, dk_carry, the staged
+// inputs of kScanBwdTile steps and seg_len steps of its rows' states (the
+// segment rebuild), in kScanBwdSmemBudget (two blocks fit an SM of 228 KB).
+// Fewer heads where one step of segment would not fit beside the rest; then
+// the longest segment that fits.
+constexpr size_t kScanBwdSmemBudget = 112 * 1024;
+constexpr int kScanBwdTile = 8;
 int scan_bwd_partial_rows(const Mamba3Dims& d) { return 3 * d.N + 3; }
+// Per head: k of tile+1 steps, q of tile steps, α β γ, x of tile+1 steps, dy.
+__host__ __device__ inline int scan_bwd_stage_floats(int N, int P) {
+  return (2 * kScanBwdTile + 1) * N + 3 * kScanBwdTile + (2 * kScanBwdTile + 1) * P;
+}
 size_t scan_bwd_head_floats(const Mamba3Dims& d) {
-  return static_cast<size_t>(scan_bwd_partial_rows(d)) * (d.P | 1) + d.N;
+  return static_cast<size_t>(scan_bwd_partial_rows(d)) * (d.P | 1) + d.N + scan_bwd_stage_floats(d.N, d.P);
 }
 size_t scan_bwd_step_floats(const Mamba3Dims& d) { return static_cast<size_t>(d.N) * d.P; }
 int scan_bwd_heads_per_block(const Mamba3Dims& d) {
@@ -225,19 +231,6 @@ __device__ __forceinline__ float* segment_state_at(const Mamba3Dims& d, const Ma
   if (slot < 0) return nullptr;
   const size_t row = (static_cast<size_t>(slot) * c.B + b) * d.H + h;
   return c.seg_states + row * d.N * d.P + p;
-}
-
-// k_prev of step t: k of step t-1, or the initial state's at t = 0.
-__device__ __forceinline__ const float* k_prev_of(const Mamba3Dims& d, const Mamba3Chunk& c, const float* st0,
-                                                  int t, size_t mh) {
-  return t > 0 ? c.k + (mh - static_cast<size_t>(c.B) * d.H) * d.N
-               : st0 + state_offsets(d).kp + static_cast<size_t>(mh % d.H) * d.N;
-}
-
-// v_prev of step t in channel e: x of step t-1, or the initial state's at t = 0.
-__device__ __forceinline__ float v_prev_of(const Mamba3Dims& d, const Mamba3Chunk& c, const float* st0, int t,
-                                           size_t m, int e) {
-  return t > 0 ? c.zx[(m - c.B) * cols_of(d).R + cols_of(d).x + e] : st0[state_offsets(d).vp + e];
 }
 
 // One thread per (b, h, p) with row p of S_h in registers, walking t. A step
@@ -435,7 +428,9 @@ __global__ void gate_backward_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk 
 // (state0 for the first) into shared memory, seg (seg_len, N, blockDim.x),
 // each thread its own column; then the segment is walked backwards. At a
 // start S_{t-1}, k_prev and v_prev are the zeros the forward used, and every
-// carry is cut.
+// carry is cut. Both walks take kScanBwdTile steps of inputs at a time,
+// staged in shared memory with all their loads in flight at once (a step
+// that waited on its own loads made the kernel latency-bound at long chunks).
 template <int NMAX>
 __global__ void __launch_bounds__(kScanBwdThreads)
     scan_backward_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk c, int heads_per_block) {
@@ -445,15 +440,68 @@ __global__ void __launch_bounds__(kScanBwdThreads)
   const int hl = threadIdx.x / P, p = threadIdx.x % P;
   float* part = smem + static_cast<size_t>(hl) * K * Ps;                   // (K, Ps) per-p terms
   float* dkc = smem + static_cast<size_t>(heads_per_block) * K * Ps + hl * N;  // (N) dk_carry
-  float* my_seg = smem + static_cast<size_t>(heads_per_block) * (K * Ps + N) + threadIdx.x;
+  float* stage = smem + static_cast<size_t>(heads_per_block) * (K * Ps + N);
+  float* my_seg = stage + static_cast<size_t>(heads_per_block) * scan_bwd_stage_floats(N, P) + threadIdx.x;
   const size_t slot_stride = static_cast<size_t>(N) * blockDim.x;  // one step's rows in seg
-  const int pair = blockIdx.x * heads_per_block + hl;  // b*H + h
+  const int pair0 = blockIdx.x * heads_per_block, pair = pair0 + hl;  // b*H + h
+  const size_t BH = static_cast<size_t>(c.B) * H;
   const bool active = pair < c.B * H;
   const int b = active ? pair / H : 0, h = pair % H, e = h * P + p;
   const Cols o = cols_of(d);
+  const StateOffsets so = state_offsets(d);
   const float* st0 = c.state0 + b * c.stride;
   const size_t NP = static_cast<size_t>(N) * P;
   const float d_skip = __ldg(w.d_skip + h);
+
+  // The staged tile of head hl, steps ta .. ta+tn-1: kt row i is k of step
+  // ta-1+i (k_prev of step ta+i), xt row i x of step ta-1+i (its v_prev).
+  const int kt_n = (kScanBwdTile + 1) * N, qt_n = kScanBwdTile * N, ab_n = 3 * kScanBwdTile;
+  const int xt_n = (kScanBwdTile + 1) * P;
+  const int per_head = scan_bwd_stage_floats(N, P);
+  float* kt = stage + static_cast<size_t>(hl) * per_head;
+  float* qt = kt + kt_n;
+  float* abg = qt + qt_n;  // (3, kScanBwdTile)
+  float* xt = abg + ab_n;  // (kScanBwdTile + 1, P)
+  float* dyt = xt + xt_n;  // (kScanBwdTile, P)
+  // Every thread of the block loads a share of every head's tile; then a barrier.
+  auto stage_tile = [&](int ta, int tn, bool backward) {
+    __syncthreads();  // the previous tile is consumed
+    const int nh = heads_per_block;
+    for (int r = threadIdx.x; r < nh * per_head; r += blockDim.x) {
+      const int hh = r / per_head, f = r % per_head;
+      const int pr = pair0 + hh;
+      if (pr >= c.B * H) continue;
+      const int bb = pr / H, hd = pr % H;
+      const float* s0 = c.state0 + bb * c.stride;
+      float v = 0.f;
+      if (f < kt_n) {
+        const int t = ta - 1 + f / N, n = f % N;
+        if (t < ta + tn) v = t >= 0 ? c.k[(static_cast<size_t>(t) * BH + pr) * N + n] : s0[so.kp + hd * N + n];
+      } else if (f < kt_n + qt_n) {
+        const int g = f - kt_n, t = ta + g / N;
+        if (backward && g / N < tn) v = c.q[(static_cast<size_t>(t) * BH + pr) * N + g % N];
+      } else if (f < kt_n + qt_n + ab_n) {
+        const int g = f - kt_n - qt_n, which = g / kScanBwdTile, j = g % kScanBwdTile;
+        if (j < tn) {
+          const size_t mh = static_cast<size_t>(ta + j) * BH + pr;
+          v = (which == 0 ? c.alpha : which == 1 ? c.beta : c.gamma)[mh];
+        }
+      } else if (f < kt_n + qt_n + ab_n + xt_n) {
+        const int g = f - kt_n - qt_n - ab_n, t = ta - 1 + g / P, ee = hd * P + g % P;
+        if (t < ta + tn)
+          v = t >= 0 ? c.zx[(static_cast<size_t>(t) * c.B + bb) * o.R + o.x + ee] : s0[so.vp + ee];
+      } else {
+        const int g = f - kt_n - qt_n - ab_n - xt_n, t = ta + g / P;
+        if (backward && g / P < tn) v = c.dy[(static_cast<size_t>(t) * c.B + bb) * E + hd * P + g % P];
+      }
+      stage[r] = v;
+    }
+    unsigned starts = 0;  // bit j: step ta+j starts an episode (this thread's env)
+    for (int j = 0; j < tn; ++j)
+      starts |= static_cast<unsigned>(active && c.starts[static_cast<size_t>(ta + j) * c.B + b] != 0) << j;
+    __syncthreads();
+    return starts;
+  };
 
   // Work items of the per-head sums: n < N is the triple (dq, dk, dk_carry)
   // of state n, N..N+2 are dα, dγ, dβ. Item j belongs to thread p = j % P
@@ -478,82 +526,89 @@ __global__ void __launch_bounds__(kScanBwdThreads)
 #pragma unroll
       for (int n = 0; n < NMAX; ++n) sr[n] = n < N ? src[n * step] : 0.f;
     }
-    for (int t = t0; t < t1; ++t) {
-      if (!active) break;
-      float* slot = my_seg + (t - t0) * slot_stride;
+    for (int ta = t0; ta < t1; ta += kScanBwdTile) {
+      const int tn = min(kScanBwdTile, t1 - ta);
+      const unsigned starts = stage_tile(ta, tn, false);
+      for (int i = 0; i < tn && active; ++i) {
+        float* slot = my_seg + (ta + i - t0) * slot_stride;
 #pragma unroll
-      for (int n = 0; n < NMAX; ++n)
-        if (n < N) slot[n * blockDim.x] = sr[n];
-      const size_t m = static_cast<size_t>(t) * c.B + b, mh = m * H + h;
-      state_row_step<NMAX>(N, c.starts[m] != 0, c.alpha[mh], c.beta[mh], c.gamma[mh], c.zx[m * o.R + o.x + e],
-                           v_prev_of(d, c, st0, t, m, e), k_prev_of(d, c, st0, t, mh), c.k + mh * N, sr);
+        for (int n = 0; n < NMAX; ++n)
+          if (n < N) slot[n * blockDim.x] = sr[n];
+        state_row_step<NMAX>(N, (starts >> i) & 1u, abg[i], abg[kScanBwdTile + i], abg[2 * kScanBwdTile + i],
+                             xt[(i + 1) * P + p], xt[i * P + p], kt + i * N, kt + (i + 1) * N, sr);
+      }
     }
     if (j == last_seg && active) {
 #pragma unroll
       for (int n = 0; n < NMAX; ++n) s_cur[n] = sr[n];
     }
 
-    for (int t = t1 - 1; t >= t0; --t) {
-      const size_t m = static_cast<size_t>(t) * c.B + b, mh = m * H + h;
-      const bool start = active && c.starts[m] != 0;
-      if (active) {
-        const float dy = c.dy[m * E + e];
-        const float x = c.zx[m * o.R + o.x + e];
-        const float vp = start ? 0.f : v_prev_of(d, c, st0, t, m, e);
-        const float al = c.alpha[mh], be = c.beta[mh], ga = c.gamma[mh];
-        const float* q = c.q + mh * N;
-        const float* k = c.k + mh * N;
-        const float* kp = k_prev_of(d, c, st0, t, mh);
-        const float* sp = my_seg + (t - t0) * slot_stride;  // S_{t-1} (stride blockDim.x)
-        const float gx = ga * x, bv = be * vp;
-        float u = 0.f, wk = 0.f, dal = 0.f;
+    for (int tb = t1 - 1; tb >= t0; tb -= kScanBwdTile) {
+      const int tn = min(kScanBwdTile, tb - t0 + 1), ta = tb - tn + 1;
+      const unsigned starts = stage_tile(ta, tn, true);
+      for (int i = tn - 1; i >= 0; --i) {
+        const int t = ta + i;
+        const size_t m = static_cast<size_t>(t) * c.B + b, mh = m * H + h;
+        const bool start = active && ((starts >> i) & 1u);
+        if (active) {
+          const float dy = dyt[i * P + p];
+          const float x = xt[(i + 1) * P + p];
+          const float vp = start ? 0.f : xt[i * P + p];
+          const float al = abg[i], be = abg[kScanBwdTile + i], ga = abg[2 * kScanBwdTile + i];
+          const float* q = qt + i * N;
+          const float* k = kt + (i + 1) * N;
+          const float* kp = kt + i * N;
+          const float* sp = my_seg + (t - t0) * slot_stride;  // S_{t-1} (stride blockDim.x)
+          const float gx = ga * x, bv = be * vp;
+          float u = 0.f, wk = 0.f, dal = 0.f;
 #pragma unroll
-        for (int n = 0; n < NMAX; ++n) {
-          if (n < N) {
-            // S_{t-1} as it is (the next iteration's S_t) and as step t saw it.
-            const float s_prev = sp[static_cast<size_t>(n) * blockDim.x];
-            const float s_seen = start ? 0.f : s_prev;
-            const float kpn = start ? 0.f : kp[n];
-            const float r = ds[n] + dy * q[n];
-            u += r * k[n];
-            wk += r * kpn;
-            dal += r * s_seen;
-            part[n * Ps + p] = dy * s_cur[n];
-            part[(N + n) * Ps + p] = gx * r;
-            part[(2 * N + n) * Ps + p] = bv * r;
-            ds[n] = start ? 0.f : al * r;
-            s_cur[n] = s_prev;
-          }
-        }
-        part[3 * N * Ps + p] = dal;
-        part[(3 * N + 1) * Ps + p] = x * u;
-        part[(3 * N + 2) * Ps + p] = vp * wk;
-        c.dzx[m * o.R + o.x + e] = d_skip * dy + ga * u + dv_carry;
-        dv_carry = start ? 0.f : be * wk;
-        dd += dy * x;
-      }
-      __syncthreads();
-      if (active) {
-        for (int jj = p; jj < N + 3; jj += P) {
-          if (jj < N) {
-            float dq = 0.f, dk = dkc[jj], dkp = 0.f;
-            for (int pp = 0; pp < P; ++pp) {
-              dq += part[jj * Ps + pp];
-              dk += part[(N + jj) * Ps + pp];
-              dkp += part[(2 * N + jj) * Ps + pp];
+          for (int n = 0; n < NMAX; ++n) {
+            if (n < N) {
+              // S_{t-1} as it is (the next iteration's S_t) and as step t saw it.
+              const float s_prev = sp[static_cast<size_t>(n) * blockDim.x];
+              const float s_seen = start ? 0.f : s_prev;
+              const float kpn = start ? 0.f : kp[n];
+              const float r = ds[n] + dy * q[n];
+              u += r * k[n];
+              wk += r * kpn;
+              dal += r * s_seen;
+              part[n * Ps + p] = dy * s_cur[n];
+              part[(N + n) * Ps + p] = gx * r;
+              part[(2 * N + n) * Ps + p] = bv * r;
+              ds[n] = start ? 0.f : al * r;
+              s_cur[n] = s_prev;
             }
-            c.dq[mh * N + jj] = dq;
-            c.dk[mh * N + jj] = dk;
-            dkc[jj] = start ? 0.f : dkp;
-          } else {
-            const int sc = jj - N;  // 0: dα, 1: dγ, 2: dβ
-            float sum = 0.f;
-            for (int pp = 0; pp < P; ++pp) sum += part[(3 * N + sc) * Ps + pp];
-            (sc == 0 ? c.dalpha : sc == 1 ? c.dgamma : c.dbeta)[mh] = sum;
+          }
+          part[3 * N * Ps + p] = dal;
+          part[(3 * N + 1) * Ps + p] = x * u;
+          part[(3 * N + 2) * Ps + p] = vp * wk;
+          c.dzx[m * o.R + o.x + e] = d_skip * dy + ga * u + dv_carry;
+          dv_carry = start ? 0.f : be * wk;
+          dd += dy * x;
+        }
+        __syncthreads();
+        if (active) {
+          for (int jj = p; jj < N + 3; jj += P) {
+            if (jj < N) {
+              float dq = 0.f, dk = dkc[jj], dkp = 0.f;
+              for (int pp = 0; pp < P; ++pp) {
+                dq += part[jj * Ps + pp];
+                dk += part[(N + jj) * Ps + pp];
+                dkp += part[(2 * N + jj) * Ps + pp];
+              }
+              c.dq[mh * N + jj] = dq;
+              c.dk[mh * N + jj] = dk;
+              dkc[jj] = start ? 0.f : dkp;
+            } else {
+              const int sc = jj - N;  // 0: dα, 1: dγ, 2: dβ
+              float sum = 0.f;
+              for (int pp = 0; pp < P; ++pp) sum += part[(3 * N + sc) * Ps + pp];
+              (sc == 0 ? c.dalpha : sc == 1 ? c.dgamma : c.dbeta)[mh] = sum;
+            }
           }
         }
+        __syncthreads();  // part is rewritten by the next step
       }
-      __syncthreads();  // part is rewritten by the next step
     }
   }
   if (active) c.dd_part[(static_cast<size_t>(b) * P + p) * H + h] = dd;
