@@ -70,10 +70,12 @@ size_t scan_fwd_smem(const Mamba3Dims& d) {
 // threads in all; per head, the per-p partial sums, dk_carry, the staged
 // inputs of kScanBwdTile steps and seg_len steps of its rows' states (the
 // segment rebuild), in kScanBwdSmemBudget (two blocks fit an SM of 228 KB).
-// Fewer heads where one step of segment would not fit beside the rest; then
-// the longest segment that fits.
+// Fewer heads where kScanBwdMinSegment steps of segment would not fit beside
+// the rest (a 1-step segment is the stored path's memory); then the longest
+// segment that fits.
 constexpr size_t kScanBwdSmemBudget = 112 * 1024;
 constexpr int kScanBwdTile = 8;
+constexpr int kScanBwdMinSegment = 2;
 int scan_bwd_partial_rows(const Mamba3Dims& d) { return 3 * d.N + 3; }
 // Per head: k of tile+1 steps, q of tile steps, α β γ, x of tile+1 steps, dy.
 __host__ __device__ inline int scan_bwd_stage_floats(int N, int P) {
@@ -85,7 +87,7 @@ size_t scan_bwd_head_floats(const Mamba3Dims& d) {
 size_t scan_bwd_step_floats(const Mamba3Dims& d) { return static_cast<size_t>(d.N) * d.P; }
 int scan_bwd_heads_per_block(const Mamba3Dims& d) {
   const size_t budget = kScanBwdSmemBudget / sizeof(float);
-  const size_t per_head = scan_bwd_head_floats(d) + scan_bwd_step_floats(d);
+  const size_t per_head = scan_bwd_head_floats(d) + kScanBwdMinSegment * scan_bwd_step_floats(d);
   const int by_threads = d.P >= 128 ? 1 : 128 / d.P;
   const int by_smem = static_cast<int>(budget / per_head);
   const int hb = by_threads < by_smem ? by_threads : by_smem;
