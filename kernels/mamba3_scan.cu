@@ -57,37 +57,21 @@ __device__ __forceinline__ float decay_a(float v, float a_floor) {
 
 int blocks_for(size_t n, int threads) { return static_cast<int>((n + threads - 1) / threads); }
 
-// The forward scan's staging (scan_kernel): kScanTile steps of the inputs of
-// the heads its kThreads threads touch, at most scan_tile_pairs of them.
-constexpr int kScanTile = 16;
-__host__ __device__ inline int scan_tile_pairs(int P) { return (kThreads + P - 1) / P + 1; }
-size_t scan_fwd_smem(const Mamba3Dims& d) {
-  const size_t kq = static_cast<size_t>(scan_tile_pairs(d.P)) * d.N;
-  return ((2 * kScanTile + 1) * kq + 3 * kScanTile * scan_tile_pairs(d.P)) * sizeof(float);
-}
 
 // The backward scan's block: heads of one env, P threads each, about 128
-// threads in all; per head, the per-p partial sums, dk_carry, the staged
-// inputs of kScanBwdTile steps and seg_len steps of its rows' states (the
-// segment rebuild), in kScanBwdSmemBudget (two blocks fit an SM of 228 KB).
-// Fewer heads where kScanBwdMinSegment steps of segment would not fit beside
-// the rest (a 1-step segment is the stored path's memory); then the longest
-// segment that fits.
-constexpr size_t kScanBwdSmemBudget = 112 * 1024;
-constexpr int kScanBwdTile = 8;
-constexpr int kScanBwdMinSegment = 2;
+// threads in all; per head, the per-p partial sums, dk_carry and seg_len
+// steps of its rows' states (the segment rebuild), in kScanBwdSmemBudget.
+// Fewer heads where one step of segment would not fit beside the partials;
+// then the longest segment that fits.
+constexpr size_t kScanBwdSmemBudget = 96 * 1024;
 int scan_bwd_partial_rows(const Mamba3Dims& d) { return 3 * d.N + 3; }
-// Per head: k of tile+1 steps, q of tile steps, α β γ, x of tile+1 steps, dy.
-__host__ __device__ inline int scan_bwd_stage_floats(int N, int P) {
-  return (2 * kScanBwdTile + 1) * N + 3 * kScanBwdTile + (2 * kScanBwdTile + 1) * P;
-}
 size_t scan_bwd_head_floats(const Mamba3Dims& d) {
-  return static_cast<size_t>(scan_bwd_partial_rows(d)) * (d.P | 1) + d.N + scan_bwd_stage_floats(d.N, d.P);
+  return static_cast<size_t>(scan_bwd_partial_rows(d)) * (d.P | 1) + d.N;
 }
 size_t scan_bwd_step_floats(const Mamba3Dims& d) { return static_cast<size_t>(d.N) * d.P; }
 int scan_bwd_heads_per_block(const Mamba3Dims& d) {
   const size_t budget = kScanBwdSmemBudget / sizeof(float);
-  const size_t per_head = scan_bwd_head_floats(d) + kScanBwdMinSegment * scan_bwd_step_floats(d);
+  const size_t per_head = scan_bwd_head_floats(d) + scan_bwd_step_floats(d);
   const int by_threads = d.P >= 128 ? 1 : 128 / d.P;
   const int by_smem = static_cast<int>(budget / per_head);
   const int hb = by_threads < by_smem ? by_threads : by_smem;
@@ -162,10 +146,11 @@ __device__ __forceinline__ void rotate_pair(float* v, float cs, float sn) {
 }
 
 // The angle scans are a chain per (b, h, a) through t with a few loads a step.
-// Walked one step at a time, each step waited on its loads (1.4 ms of an
-// 11 ms update at 1024 steps x 64 envs, H100): the chain kernels load
-// kAngleTile steps' inputs first, all independent, then walk them in
-// registers, and the per-step rotations, which need no chain, are a flat grid.
+// Walked one step at a time, each step waited on its loads (1.37 and 1.54 ms
+// of an 11 ms update at 1024 steps x 64 envs, H100 ncu): the chain kernels
+// load kAngleTile steps' inputs first, all independent, then walk them in
+// registers, and the per-step rotations, which need no chain, are a flat
+// grid (0.18 and 0.07 ms).
 constexpr int kAngleTile = 16;
 
 // One thread per (b, h, a), walking t: φ_t = (φ_{t-1} + π tanh(θ_a) dt_h) mod 2π,
@@ -235,89 +220,51 @@ __device__ __forceinline__ float* segment_state_at(const Mamba3Dims& d, const Ma
   return c.seg_states + row * d.N * d.P + p;
 }
 
-// One thread per (b, h, p) with row p of S_h in registers, walking t. A step
-// needs k, q, α, β, γ of its head and its own x and start, none of which
-// depend on the state: waited on one step at a time they made the kernel
-// latency-bound at long chunks (2.1 ms at 1024 steps x 64 envs, H100), so the
-// block stages kScanTile steps of its heads' inputs in shared memory, all
-// loads at once, then walks them (the same arithmetic, in the same order).
+// k_prev of step t: k of step t-1, or the initial state's at t = 0.
+__device__ __forceinline__ const float* k_prev_of(const Mamba3Dims& d, const Mamba3Chunk& c, const float* st0,
+                                                  int t, size_t mh) {
+  return t > 0 ? c.k + (mh - static_cast<size_t>(c.B) * d.H) * d.N
+               : st0 + state_offsets(d).kp + static_cast<size_t>(mh % d.H) * d.N;
+}
+
+// v_prev of step t in channel e: x of step t-1, or the initial state's at t = 0.
+__device__ __forceinline__ float v_prev_of(const Mamba3Dims& d, const Mamba3Chunk& c, const float* st0, int t,
+                                           size_t m, int e) {
+  return t > 0 ? c.zx[(m - c.B) * cols_of(d).R + cols_of(d).x + e] : st0[state_offsets(d).vp + e];
+}
+
+// One thread per (b, h, p) with row p of S_h in registers, walking t.
 template <int NMAX>
 __global__ void __launch_bounds__(kThreads) scan_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk c) {
-  extern __shared__ float tile[];
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<size_t>(c.B) * d.E) return;
   const int E = d.E, N = d.N, P = d.P, H = d.H;
-  const size_t BH = static_cast<size_t>(c.B) * H;
-  const size_t i0 = static_cast<size_t>(blockIdx.x) * blockDim.x, i = i0 + threadIdx.x;
-  const bool active = i < static_cast<size_t>(c.B) * E;
-  const int b = active ? static_cast<int>(i / E) : 0, e = static_cast<int>(i % E), h = e / P, p = e % P;
-  // The block's heads are the (b, h) pairs pair_lo .. pair_lo + np - 1 (pair = i / P).
-  const size_t pair_lo = i0 / P;
-  const int np = scan_tile_pairs(P), lp = static_cast<int>(i / P - pair_lo);
-  const int kq = np * N;                      // one step of k (or q) for the block's heads
-  float* kt = tile;                           // (kScanTile + 1, np, N): k of steps t0-1 .. t0+kScanTile-1
-  float* qt = kt + (kScanTile + 1) * kq;      // (kScanTile, np, N)
-  float* abg = qt + kScanTile * kq;           // (3, kScanTile, np): α, β, γ
+  const int b = static_cast<int>(i / E), e = static_cast<int>(i % E), h = e / P, p = e % P;
   const Cols o = cols_of(d);
-  const StateOffsets so = state_offsets(d);
   const float* st0 = c.state0 + b * c.stride;
   float s[NMAX];
 #pragma unroll
-  for (int n = 0; n < NMAX; ++n) s[n] = n < N && active ? st0[static_cast<size_t>(e) * N + n] : 0.f;
-  float vp = active ? st0[so.vp + e] : 0.f;
+  for (int n = 0; n < NMAX; ++n) s[n] = n < N ? st0[static_cast<size_t>(e) * N + n] : 0.f;
+  float vp = st0[state_offsets(d).vp + e];
   const float d_skip = __ldg(w.d_skip + h);
-  for (int t0 = 0; t0 < c.T; t0 += kScanTile) {
-    const int tn = min(kScanTile, c.T - t0);
-    __syncthreads();  // the previous tile is consumed
-    for (int r = threadIdx.x; r < (tn + 1) * kq; r += blockDim.x) {
-      const int row = r / kq, l = (r % kq) / N, n = r % N;
-      const size_t pair = pair_lo + l;
-      if (pair >= BH) continue;
-      const int t = t0 + row - 1;  // k_prev of step 0 is the initial state's
-      kt[r] = t >= 0 ? c.k[(static_cast<size_t>(t) * BH + pair) * N + n]
-                     : c.state0[(pair / H) * c.stride + so.kp + (pair % H) * N + n];
-    }
-    for (int r = threadIdx.x; r < tn * kq; r += blockDim.x) {
-      const size_t pair = pair_lo + (r % kq) / N;
-      if (pair < BH) qt[r] = c.q[(static_cast<size_t>(t0 + r / kq) * BH + pair) * N + r % N];
-    }
-    for (int r = threadIdx.x; r < 3 * tn * np; r += blockDim.x) {
-      const int which = r / (tn * np), j = (r % (tn * np)) / np, l = r % np;
-      const size_t pair = pair_lo + l;
-      if (pair >= BH) continue;
-      const size_t mh = static_cast<size_t>(t0 + j) * BH + pair;
-      abg[(which * kScanTile + j) * np + l] = (which == 0 ? c.alpha : which == 1 ? c.beta : c.gamma)[mh];
-    }
-    float xs[kScanTile];
-    bool start[kScanTile];
+  for (int t = 0; t < c.T; ++t) {
+    const size_t m = static_cast<size_t>(t) * c.B + b, mh = m * H + h;
+    const float* k = c.k + mh * N;
+    const float* q = c.q + mh * N;
+    const float x = c.zx[m * o.R + o.x + e];
+    state_row_step<NMAX>(N, c.starts[m] != 0, c.alpha[mh], c.beta[mh], c.gamma[mh], x, vp,
+                         k_prev_of(d, c, st0, t, mh), k, s);
+    float acc = d_skip * x;
 #pragma unroll
-    for (int j = 0; j < kScanTile; ++j) {
-      const size_t m = static_cast<size_t>(t0 + min(j, tn - 1)) * c.B + b;
-      xs[j] = active ? c.zx[m * o.R + o.x + e] : 0.f;
-      start[j] = active && c.starts[m] != 0;
-    }
-    __syncthreads();
-    if (!active) continue;
-#pragma unroll
-    for (int j = 0; j < kScanTile; ++j) {
-      if (j >= tn) break;
-      const int t = t0 + j;
-      const size_t m = static_cast<size_t>(t) * c.B + b;
-      const float* k = kt + (j + 1) * kq + lp * N;
-      const float* q = qt + j * kq + lp * N;
-      const float x = xs[j];
-      state_row_step<NMAX>(N, start[j], abg[j * np + lp], abg[(kScanTile + j) * np + lp],
-                           abg[(2 * kScanTile + j) * np + lp], x, vp, kt + j * kq + lp * N, k, s);
-      float acc = d_skip * x;
+    for (int n = 0; n < NMAX; ++n)
+      if (n < N) acc += s[n] * q[n];
+    if (float* keep = segment_state_at(d, c, t, b, h, p)) {
 #pragma unroll
       for (int n = 0; n < NMAX; ++n)
-        if (n < N) acc += s[n] * q[n];
-      if (float* keep = segment_state_at(d, c, t, b, h, p)) {
-#pragma unroll
-        for (int n = 0; n < NMAX; ++n)
-          if (n < N) keep[static_cast<size_t>(n) * P] = s[n];
-      }
-      c.y[m * E + e] = acc;
-      vp = x;
+        if (n < N) keep[static_cast<size_t>(n) * P] = s[n];
     }
+    c.y[m * E + e] = acc;
+    vp = x;
   }
 }
 
@@ -430,9 +377,7 @@ __global__ void gate_backward_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk 
 // (state0 for the first) into shared memory, seg (seg_len, N, blockDim.x),
 // each thread its own column; then the segment is walked backwards. At a
 // start S_{t-1}, k_prev and v_prev are the zeros the forward used, and every
-// carry is cut. Both walks take kScanBwdTile steps of inputs at a time,
-// staged in shared memory with all their loads in flight at once (a step
-// that waited on its own loads made the kernel latency-bound at long chunks).
+// carry is cut.
 template <int NMAX>
 __global__ void __launch_bounds__(kScanBwdThreads)
     scan_backward_kernel(Mamba3Dims d, Mamba3Weights w, Mamba3Chunk c, int heads_per_block) {
@@ -442,68 +387,15 @@ __global__ void __launch_bounds__(kScanBwdThreads)
   const int hl = threadIdx.x / P, p = threadIdx.x % P;
   float* part = smem + static_cast<size_t>(hl) * K * Ps;                   // (K, Ps) per-p terms
   float* dkc = smem + static_cast<size_t>(heads_per_block) * K * Ps + hl * N;  // (N) dk_carry
-  float* stage = smem + static_cast<size_t>(heads_per_block) * (K * Ps + N);
-  float* my_seg = stage + static_cast<size_t>(heads_per_block) * scan_bwd_stage_floats(N, P) + threadIdx.x;
+  float* my_seg = smem + static_cast<size_t>(heads_per_block) * (K * Ps + N) + threadIdx.x;
   const size_t slot_stride = static_cast<size_t>(N) * blockDim.x;  // one step's rows in seg
-  const int pair0 = blockIdx.x * heads_per_block, pair = pair0 + hl;  // b*H + h
-  const size_t BH = static_cast<size_t>(c.B) * H;
+  const int pair = blockIdx.x * heads_per_block + hl;  // b*H + h
   const bool active = pair < c.B * H;
   const int b = active ? pair / H : 0, h = pair % H, e = h * P + p;
   const Cols o = cols_of(d);
-  const StateOffsets so = state_offsets(d);
   const float* st0 = c.state0 + b * c.stride;
   const size_t NP = static_cast<size_t>(N) * P;
   const float d_skip = __ldg(w.d_skip + h);
-
-  // The staged tile of head hl, steps ta .. ta+tn-1: kt row i is k of step
-  // ta-1+i (k_prev of step ta+i), xt row i x of step ta-1+i (its v_prev).
-  const int kt_n = (kScanBwdTile + 1) * N, qt_n = kScanBwdTile * N, ab_n = 3 * kScanBwdTile;
-  const int xt_n = (kScanBwdTile + 1) * P;
-  const int per_head = scan_bwd_stage_floats(N, P);
-  float* kt = stage + static_cast<size_t>(hl) * per_head;
-  float* qt = kt + kt_n;
-  float* abg = qt + qt_n;  // (3, kScanBwdTile)
-  float* xt = abg + ab_n;  // (kScanBwdTile + 1, P)
-  float* dyt = xt + xt_n;  // (kScanBwdTile, P)
-  // Every thread of the block loads a share of every head's tile; then a barrier.
-  auto stage_tile = [&](int ta, int tn, bool backward) {
-    __syncthreads();  // the previous tile is consumed
-    const int nh = heads_per_block;
-    for (int r = threadIdx.x; r < nh * per_head; r += blockDim.x) {
-      const int hh = r / per_head, f = r % per_head;
-      const int pr = pair0 + hh;
-      if (pr >= c.B * H) continue;
-      const int bb = pr / H, hd = pr % H;
-      const float* s0 = c.state0 + bb * c.stride;
-      float v = 0.f;
-      if (f < kt_n) {
-        const int t = ta - 1 + f / N, n = f % N;
-        if (t < ta + tn) v = t >= 0 ? c.k[(static_cast<size_t>(t) * BH + pr) * N + n] : s0[so.kp + hd * N + n];
-      } else if (f < kt_n + qt_n) {
-        const int g = f - kt_n, t = ta + g / N;
-        if (backward && g / N < tn) v = c.q[(static_cast<size_t>(t) * BH + pr) * N + g % N];
-      } else if (f < kt_n + qt_n + ab_n) {
-        const int g = f - kt_n - qt_n, which = g / kScanBwdTile, j = g % kScanBwdTile;
-        if (j < tn) {
-          const size_t mh = static_cast<size_t>(ta + j) * BH + pr;
-          v = (which == 0 ? c.alpha : which == 1 ? c.beta : c.gamma)[mh];
-        }
-      } else if (f < kt_n + qt_n + ab_n + xt_n) {
-        const int g = f - kt_n - qt_n - ab_n, t = ta - 1 + g / P, ee = hd * P + g % P;
-        if (t < ta + tn)
-          v = t >= 0 ? c.zx[(static_cast<size_t>(t) * c.B + bb) * o.R + o.x + ee] : s0[so.vp + ee];
-      } else {
-        const int g = f - kt_n - qt_n - ab_n - xt_n, t = ta + g / P;
-        if (backward && g / P < tn) v = c.dy[(static_cast<size_t>(t) * c.B + bb) * E + hd * P + g % P];
-      }
-      stage[r] = v;
-    }
-    unsigned starts = 0;  // bit j: step ta+j starts an episode (this thread's env)
-    for (int j = 0; j < tn; ++j)
-      starts |= static_cast<unsigned>(active && c.starts[static_cast<size_t>(ta + j) * c.B + b] != 0) << j;
-    __syncthreads();
-    return starts;
-  };
 
   // Work items of the per-head sums: n < N is the triple (dq, dk, dk_carry)
   // of state n, N..N+2 are dα, dγ, dβ. Item j belongs to thread p = j % P
@@ -528,89 +420,82 @@ __global__ void __launch_bounds__(kScanBwdThreads)
 #pragma unroll
       for (int n = 0; n < NMAX; ++n) sr[n] = n < N ? src[n * step] : 0.f;
     }
-    for (int ta = t0; ta < t1; ta += kScanBwdTile) {
-      const int tn = min(kScanBwdTile, t1 - ta);
-      const unsigned starts = stage_tile(ta, tn, false);
-      for (int i = 0; i < tn && active; ++i) {
-        float* slot = my_seg + (ta + i - t0) * slot_stride;
+    for (int t = t0; t < t1; ++t) {
+      if (!active) break;
+      float* slot = my_seg + (t - t0) * slot_stride;
 #pragma unroll
-        for (int n = 0; n < NMAX; ++n)
-          if (n < N) slot[n * blockDim.x] = sr[n];
-        state_row_step<NMAX>(N, (starts >> i) & 1u, abg[i], abg[kScanBwdTile + i], abg[2 * kScanBwdTile + i],
-                             xt[(i + 1) * P + p], xt[i * P + p], kt + i * N, kt + (i + 1) * N, sr);
-      }
+      for (int n = 0; n < NMAX; ++n)
+        if (n < N) slot[n * blockDim.x] = sr[n];
+      const size_t m = static_cast<size_t>(t) * c.B + b, mh = m * H + h;
+      state_row_step<NMAX>(N, c.starts[m] != 0, c.alpha[mh], c.beta[mh], c.gamma[mh], c.zx[m * o.R + o.x + e],
+                           v_prev_of(d, c, st0, t, m, e), k_prev_of(d, c, st0, t, mh), c.k + mh * N, sr);
     }
     if (j == last_seg && active) {
 #pragma unroll
       for (int n = 0; n < NMAX; ++n) s_cur[n] = sr[n];
     }
 
-    for (int tb = t1 - 1; tb >= t0; tb -= kScanBwdTile) {
-      const int tn = min(kScanBwdTile, tb - t0 + 1), ta = tb - tn + 1;
-      const unsigned starts = stage_tile(ta, tn, true);
-      for (int i = tn - 1; i >= 0; --i) {
-        const int t = ta + i;
-        const size_t m = static_cast<size_t>(t) * c.B + b, mh = m * H + h;
-        const bool start = active && ((starts >> i) & 1u);
-        if (active) {
-          const float dy = dyt[i * P + p];
-          const float x = xt[(i + 1) * P + p];
-          const float vp = start ? 0.f : xt[i * P + p];
-          const float al = abg[i], be = abg[kScanBwdTile + i], ga = abg[2 * kScanBwdTile + i];
-          const float* q = qt + i * N;
-          const float* k = kt + (i + 1) * N;
-          const float* kp = kt + i * N;
-          const float* sp = my_seg + (t - t0) * slot_stride;  // S_{t-1} (stride blockDim.x)
-          const float gx = ga * x, bv = be * vp;
-          float u = 0.f, wk = 0.f, dal = 0.f;
+    for (int t = t1 - 1; t >= t0; --t) {
+      const size_t m = static_cast<size_t>(t) * c.B + b, mh = m * H + h;
+      const bool start = active && c.starts[m] != 0;
+      if (active) {
+        const float dy = c.dy[m * E + e];
+        const float x = c.zx[m * o.R + o.x + e];
+        const float vp = start ? 0.f : v_prev_of(d, c, st0, t, m, e);
+        const float al = c.alpha[mh], be = c.beta[mh], ga = c.gamma[mh];
+        const float* q = c.q + mh * N;
+        const float* k = c.k + mh * N;
+        const float* kp = k_prev_of(d, c, st0, t, mh);
+        const float* sp = my_seg + (t - t0) * slot_stride;  // S_{t-1} (stride blockDim.x)
+        const float gx = ga * x, bv = be * vp;
+        float u = 0.f, wk = 0.f, dal = 0.f;
 #pragma unroll
-          for (int n = 0; n < NMAX; ++n) {
-            if (n < N) {
-              // S_{t-1} as it is (the next iteration's S_t) and as step t saw it.
-              const float s_prev = sp[static_cast<size_t>(n) * blockDim.x];
-              const float s_seen = start ? 0.f : s_prev;
-              const float kpn = start ? 0.f : kp[n];
-              const float r = ds[n] + dy * q[n];
-              u += r * k[n];
-              wk += r * kpn;
-              dal += r * s_seen;
-              part[n * Ps + p] = dy * s_cur[n];
-              part[(N + n) * Ps + p] = gx * r;
-              part[(2 * N + n) * Ps + p] = bv * r;
-              ds[n] = start ? 0.f : al * r;
-              s_cur[n] = s_prev;
-            }
-          }
-          part[3 * N * Ps + p] = dal;
-          part[(3 * N + 1) * Ps + p] = x * u;
-          part[(3 * N + 2) * Ps + p] = vp * wk;
-          c.dzx[m * o.R + o.x + e] = d_skip * dy + ga * u + dv_carry;
-          dv_carry = start ? 0.f : be * wk;
-          dd += dy * x;
-        }
-        __syncthreads();
-        if (active) {
-          for (int jj = p; jj < N + 3; jj += P) {
-            if (jj < N) {
-              float dq = 0.f, dk = dkc[jj], dkp = 0.f;
-              for (int pp = 0; pp < P; ++pp) {
-                dq += part[jj * Ps + pp];
-                dk += part[(N + jj) * Ps + pp];
-                dkp += part[(2 * N + jj) * Ps + pp];
-              }
-              c.dq[mh * N + jj] = dq;
-              c.dk[mh * N + jj] = dk;
-              dkc[jj] = start ? 0.f : dkp;
-            } else {
-              const int sc = jj - N;  // 0: dα, 1: dγ, 2: dβ
-              float sum = 0.f;
-              for (int pp = 0; pp < P; ++pp) sum += part[(3 * N + sc) * Ps + pp];
-              (sc == 0 ? c.dalpha : sc == 1 ? c.dgamma : c.dbeta)[mh] = sum;
-            }
+        for (int n = 0; n < NMAX; ++n) {
+          if (n < N) {
+            // S_{t-1} as it is (the next iteration's S_t) and as step t saw it.
+            const float s_prev = sp[static_cast<size_t>(n) * blockDim.x];
+            const float s_seen = start ? 0.f : s_prev;
+            const float kpn = start ? 0.f : kp[n];
+            const float r = ds[n] + dy * q[n];
+            u += r * k[n];
+            wk += r * kpn;
+            dal += r * s_seen;
+            part[n * Ps + p] = dy * s_cur[n];
+            part[(N + n) * Ps + p] = gx * r;
+            part[(2 * N + n) * Ps + p] = bv * r;
+            ds[n] = start ? 0.f : al * r;
+            s_cur[n] = s_prev;
           }
         }
-        __syncthreads();  // part is rewritten by the next step
+        part[3 * N * Ps + p] = dal;
+        part[(3 * N + 1) * Ps + p] = x * u;
+        part[(3 * N + 2) * Ps + p] = vp * wk;
+        c.dzx[m * o.R + o.x + e] = d_skip * dy + ga * u + dv_carry;
+        dv_carry = start ? 0.f : be * wk;
+        dd += dy * x;
       }
+      __syncthreads();
+      if (active) {
+        for (int jj = p; jj < N + 3; jj += P) {
+          if (jj < N) {
+            float dq = 0.f, dk = dkc[jj], dkp = 0.f;
+            for (int pp = 0; pp < P; ++pp) {
+              dq += part[jj * Ps + pp];
+              dk += part[(N + jj) * Ps + pp];
+              dkp += part[(2 * N + jj) * Ps + pp];
+            }
+            c.dq[mh * N + jj] = dq;
+            c.dk[mh * N + jj] = dk;
+            dkc[jj] = start ? 0.f : dkp;
+          } else {
+            const int sc = jj - N;  // 0: dα, 1: dγ, 2: dβ
+            float sum = 0.f;
+            for (int pp = 0; pp < P; ++pp) sum += part[(3 * N + sc) * Ps + pp];
+            (sc == 0 ? c.dalpha : sc == 1 ? c.dgamma : c.dbeta)[mh] = sum;
+          }
+        }
+      }
+      __syncthreads();  // part is rewritten by the next step
     }
   }
   if (active) c.dd_part[(static_cast<size_t>(b) * P + p) * H + h] = dd;
@@ -778,16 +663,10 @@ void mamba3_chunk_configure(const Mamba3Dims& d) {
   MAMBARL_CHECK(bytes <= limit, "mamba3 chunk: the backward scan needs "
                                     << bytes << " bytes of shared memory per block (d_state "
                                     << d.N << ", headdim " << d.P << "), the device has " << limit);
-  MAMBARL_CHECK(scan_fwd_smem(d) <= limit, "mamba3 chunk: the forward scan needs "
-                                                << scan_fwd_smem(d) << " bytes of shared memory per block (d_state "
-                                                << d.N << ", headdim " << d.P << "), the device has " << limit);
   with_state_width(d.N, [&](auto width) {
     MAMBARL_CUDA_CHECK(cudaFuncSetAttribute(scan_backward_kernel<decltype(width)::value>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(bytes)));
-    MAMBARL_CUDA_CHECK(cudaFuncSetAttribute(scan_kernel<decltype(width)::value>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(scan_fwd_smem(d))));
   });
 }
 
@@ -805,8 +684,8 @@ void mamba3_chunk_forward(const Mamba3Dims& d, const Mamba3Weights& w, const Mam
   rotate_kernel<<<blocks_for(angle_chains * c.T, kThreads), kThreads, 0, stream>>>(d, c);
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
   with_state_width(d.N, [&](auto width) {
-    scan_kernel<decltype(width)::value><<<blocks_for(static_cast<size_t>(c.B) * d.E, kThreads), kThreads,
-                                          scan_fwd_smem(d), stream>>>(d, w, c);
+    scan_kernel<decltype(width)::value>
+        <<<blocks_for(static_cast<size_t>(c.B) * d.E, kThreads), kThreads, 0, stream>>>(d, w, c);
   });
   MAMBARL_CUDA_LAUNCH_CHECK(stream);
   launch_gate(gate_kernel, d, w, c, M, stream);

@@ -29,9 +29,8 @@ mambarl::test::GpuMixerMaker mamba3_with_segment(int segment_len) {
   return mambarl::test::gpu_mixer_maker<GpuMamba3Mixer, Mamba3Mixer<float>>(segment_len);
 }
 
-// Segments of 2 steps (the shortest the backward's shared memory is sized
-// for, kScanBwdMinSegment) put an edge beside every other step; the default
-// segment (8 steps at N16 P16) holds starts inside it.
+// Segments of 2 steps (the longest N64 P64 allows) put an edge beside every
+// step; the default segment (8 steps at N16 P16) holds starts inside it.
 constexpr int kShortSegment = 2;
 
 // Every code path of the chunk kernels: the three register widths of a row
