@@ -184,16 +184,27 @@ __global__ void angles_kernel(Mamba3Dims d, Mamba3Chunk c) {
   }
 }
 
-// One thread per (m, h, a): the pair (2a, 2a+1) of k and q rotated by φ.
+// The rotation kernels' thread: one per (m, h, a), i.e. per entry i of phi,
+// with the offset of its pair (2a, 2a+1) in a (M, H, N) array and cos/sin φ.
+struct AnglePair {
+  bool active;
+  size_t pair;  // mh N + 2a
+  float cs, sn;
+};
+__device__ __forceinline__ AnglePair angle_pair(const Mamba3Dims& d, const Mamba3Chunk& c, size_t i) {
+  AnglePair r{i < static_cast<size_t>(c.T) * c.B * d.H * d.Na, 0, 1.f, 0.f};
+  if (!r.active) return r;
+  r.pair = (i / d.Na) * d.N + 2 * (i % d.Na);
+  sincosf(c.phi[i], &r.sn, &r.cs);
+  return r;
+}
+
+// The pair (2a, 2a+1) of k and q rotated by φ.
 __global__ void rotate_kernel(Mamba3Dims d, Mamba3Chunk c) {
-  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<size_t>(c.T) * c.B * d.H * d.Na) return;
-  const size_t mh = i / d.Na;
-  const int a = static_cast<int>(i % d.Na);
-  float sn, cs;
-  sincosf(c.phi[i], &sn, &cs);
-  rotate_pair(c.k + mh * d.N + 2 * a, cs, sn);
-  rotate_pair(c.q + mh * d.N + 2 * a, cs, sn);
+  const AnglePair r = angle_pair(d, c, static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x);
+  if (!r.active) return;
+  rotate_pair(c.k + r.pair, r.cs, r.sn);
+  rotate_pair(c.q + r.pair, r.cs, r.sn);
 }
 
 // One step of row p of S_h (NMAX >= N registers): at a start S_{t-1},
@@ -501,24 +512,21 @@ __global__ void __launch_bounds__(kScanBwdThreads)
   if (active) c.dd_part[(static_cast<size_t>(b) * P + p) * H + h] = dd;
 }
 
-// One thread per (m, h, a): un-rotates the pair (2a, 2a+1) of dk and dq
-// (Rᵀ d) and keeps step t's own dφ_t = Σ (-d0 r1 + d1 r0) over k and q in
-// dphi, which angles_backward_kernel then carries back through t.
+// Un-rotates the pair (2a, 2a+1) of dk and dq (Rᵀ d) and keeps step t's own
+// dφ_t = Σ (-d0 r1 + d1 r0) over k and q in dphi, which
+// angles_backward_kernel then carries back through t.
 __global__ void unrotate_kernel(Mamba3Dims d, Mamba3Chunk c) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<size_t>(c.T) * c.B * d.H * d.Na) return;
-  const size_t mh = i / d.Na;
-  const int a = static_cast<int>(i % d.Na);
-  float sn, cs;
-  sincosf(c.phi[i], &sn, &cs);
+  const AnglePair r = angle_pair(d, c, i);
+  if (!r.active) return;
   float dphi = 0.f;
   for (int which = 0; which < 2; ++which) {
-    float* dv = (which == 0 ? c.dk : c.dq) + mh * d.N + 2 * a;
-    const float* rv = (which == 0 ? c.k : c.q) + mh * d.N + 2 * a;
+    float* dv = (which == 0 ? c.dk : c.dq) + r.pair;
+    const float* rv = (which == 0 ? c.k : c.q) + r.pair;
     const float g0 = dv[0], g1 = dv[1];
     dphi += g1 * rv[0] - g0 * rv[1];
-    dv[0] = g0 * cs + g1 * sn;
-    dv[1] = g1 * cs - g0 * sn;
+    dv[0] = g0 * r.cs + g1 * r.sn;
+    dv[1] = g1 * r.cs - g0 * r.sn;
   }
   c.dphi[i] = dphi;
 }
