@@ -57,7 +57,6 @@ __device__ __forceinline__ float decay_a(float v, float a_floor) {
 
 int blocks_for(size_t n, int threads) { return static_cast<int>((n + threads - 1) / threads); }
 
-
 // The backward scan's block: heads of one env, P threads each, about 128
 // threads in all; per head, the per-p partial sums, dk_carry and seg_len
 // steps of its rows' states (the segment rebuild), in kScanBwdSmemBudget.

@@ -25,8 +25,8 @@
 #include "tools/metrics_log.hpp"
 #include "tools/policy_session.hpp"
 #include "tools/random_floor.hpp"
-#include "tools/sweep.hpp"
 #include "tools/stop_signals.hpp"
+#include "tools/sweep.hpp"
 #include "tools/sweep_report.hpp"
 #include "tools/trainer.hpp"
 
@@ -83,6 +83,9 @@ bool read_train_line(const std::string& log, RunResult& r) {
   return ret && steps && wall;
 }
 
+// <run_dir>/train.log: the run's stdout and stderr.
+std::string train_log_of(const SweepRun& run) { return (fs::path(run.run_dir) / "train.log").string(); }
+
 // Starts one run: stdin from /dev/null, stdout and stderr into <run_dir>/train.log
 // (appended to when it continues a stopped run, so the log keeps how it
 // stopped). The child execs /proc/self/exe, which in the child is still this
@@ -93,7 +96,7 @@ bool read_train_line(const std::string& log, RunResult& r) {
 // once, without the checkpoint it writes when it stops).
 pid_t start_run(const SweepRun& run, const std::string& exe, RunStart start) {
   fs::create_directories(run.run_dir);
-  const std::string log = (fs::path(run.run_dir) / "train.log").string();
+  const std::string log = train_log_of(run);
   const std::vector<std::string> argv = train_argv(run, exe, start);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -155,7 +158,12 @@ struct SweepOutcome {
 // saying how to go on); no new run starts.
 SweepOutcome run_all(const std::vector<SweepRun>& runs, const std::string& exe, int jobs, bool resume,
                      std::ostream& out) {
-  std::vector<std::pair<pid_t, size_t>> running;  // (pid, index into runs)
+  struct Running {
+    pid_t pid;
+    size_t index;    // into runs
+    RunStart start;  // how it was started: its command line, for a failure's message
+  };
+  std::vector<Running> running;
   SweepOutcome o;
   o.done.resize(runs.size());
   size_t next = 0;
@@ -171,7 +179,7 @@ SweepOutcome run_all(const std::vector<SweepRun>& runs, const std::string& exe, 
         const SweepRun& run = runs[next];
         RunStart start = RunStart::fresh;
         if (resume) {
-          const std::string log = read_text((fs::path(run.run_dir) / "train.log").string());
+          const std::string log = read_text(train_log_of(run));
           if (read_finished_run(run, log, o.done[next])) {
             report(o.done[next++], " (kept from the earlier sweep)");
             continue;
@@ -181,7 +189,7 @@ SweepOutcome run_all(const std::vector<SweepRun>& runs, const std::string& exe, 
             out << run.name << ": continuing from its checkpoint" << std::endl;
           }
         }
-        running.emplace_back(start_run(run, exe, start), next);
+        running.push_back({start_run(run, exe, start), next, start});
         ++next;
       }
       if (running.empty()) continue;
@@ -191,7 +199,7 @@ SweepOutcome run_all(const std::vector<SweepRun>& runs, const std::string& exe, 
         o.signal = stop_signal();
         out << "mambarl sweep: " << signal_name(o.signal) << ": stopping the " << running.size()
             << " run(s) in flight (each writes its checkpoint); no new run starts" << std::endl;
-        for (const auto& [pid, i] : running) ::kill(pid, o.signal);
+        for (const Running& r : running) ::kill(r.pid, o.signal);
       }
       int status = 0;
       const pid_t pid = ::waitpid(-1, &status, WNOHANG);
@@ -201,12 +209,13 @@ SweepOutcome run_all(const std::vector<SweepRun>& runs, const std::string& exe, 
       }
       MAMBARL_CHECK(pid > 0, "waiting for the sweep's runs: " << std::strerror(errno));
       const auto it =
-          std::find_if(running.begin(), running.end(), [&](const auto& p) { return p.first == pid; });
+          std::find_if(running.begin(), running.end(), [&](const Running& p) { return p.pid == pid; });
       if (it == running.end()) continue;  // not one of ours
-      const SweepRun& run = runs[it->second];
-      RunResult& r = o.done[it->second];
+      const SweepRun& run = runs[it->index];
+      const RunStart start = it->start;
+      RunResult& r = o.done[it->index];
       running.erase(it);
-      const std::string log_path = (fs::path(run.run_dir) / "train.log").string();
+      const std::string log_path = train_log_of(run);
       const std::string log = read_text(log_path);
       const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       if (exited_ok && read_finished_run(run, log, r)) {
@@ -223,12 +232,12 @@ SweepOutcome run_all(const std::vector<SweepRun>& runs, const std::string& exe, 
       ++o.failed;
       std::cerr << "mambarl sweep: run " << run.name << " failed ("
                 << (exited_ok ? "no 'final mean_return=' line" : describe_status(status))
-                << "): " << shell_command(train_argv(run, exe)) << "\n"
+                << "): " << shell_command(train_argv(run, exe, start)) << "\n"
                 << "its log " << log_path << " ends:\n"
                 << last_lines(log, 12) << std::endl;
     }
   } catch (...) {
-    for (const auto& [pid, i] : running) ::waitpid(pid, nullptr, 0);  // leave no run behind
+    for (const Running& r : running) ::waitpid(r.pid, nullptr, 0);  // leave no run behind
     throw;
   }
   o.not_started = runs.size() - next;
@@ -320,8 +329,8 @@ int run_sweep(const SweepOptions& a, const std::vector<std::string>& command_lin
     std::cerr << "mambarl sweep: " << kInterruptedLine << signal_name(outcome.signal) << ": "
               << outcome.finished << " run(s) finished, " << outcome.stopped
               << " stopped (on --resume each continues from its checkpoint, or starts again without one), "
-              << outcome.not_started << " not started; no report written. Continue with: "
-              << shell_command(again) << std::endl;
+              << outcome.not_started
+              << " not started; no report written. Continue with: " << shell_command(again) << std::endl;
     return 128 + outcome.signal;
   }
   std::vector<RunResult>& results = outcome.done;
