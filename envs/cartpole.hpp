@@ -123,6 +123,11 @@ struct CartPole {
     for (float h : s.obs_high) s.obs_low.push_back(-h);
     s.action.n = 2;
     s.max_episode_steps = max_steps;
+    // The noisy type shows the previous action by default (POPGym's baselines
+    // show it for every env): estimating the velocities from noisy positions is
+    // a filter whose input includes the push, and a sampled action is not in
+    // the policy's memory otherwise (what it is worth: envs/ENVS.md).
+    s.prev_action_by_default = noise_sigma > 0.0f;
     return s;
   }
 

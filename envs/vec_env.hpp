@@ -33,8 +33,9 @@ struct EnvSpec {
   ActionSpace action;
   int max_episode_steps = 0;  // truncation limit (0 = none: the env always terminates by itself)
   // POPGym's baselines show the previous action in the observation; for envs
-  // that are meaningless without it (Concentration, MineSweeper, ...) the
-  // bundled types turn `env.prev_action` on by default.
+  // that are meaningless without it (Concentration, MineSweeper, ...), and for
+  // NoisyStatelessCartPole, whose velocity filter needs the push, the bundled
+  // types turn `env.prev_action` on by default.
   bool prev_action_by_default = false;
 };
 

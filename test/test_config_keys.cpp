@@ -100,7 +100,8 @@ BOOST_AUTO_TEST_CASE(typed_sections_list_each_types_keys) {
   BOOST_TEST(contains(env.out, "string, default none (required)"), env.out);
   BOOST_TEST(contains(env.out, "env, type tmaze:\n  length"), env.out);
   BOOST_TEST(contains(env.out, "string, default easy, in easy|medium|hard"), env.out);
-  BOOST_TEST(contains(env.out, "boolean, default true for battleship, concentration, minesweeper, multiarmed_bandit; else false"),
+  BOOST_TEST(contains(env.out, "boolean, default true for battleship, concentration, minesweeper, multiarmed_bandit, "
+                             "noisy_stateless_cartpole; else false"),
              env.out);
 }
 
@@ -161,6 +162,11 @@ BOOST_AUTO_TEST_CASE(resolved_env_holds_the_chosen_types_keys_with_their_values)
   // A type whose observation carries the previous action by default.
   const YAML::Node bandit = mambarl::resolved_env_config(env_of("env: {type: multiarmed_bandit}", {}));
   BOOST_TEST(bandit["prev_action"].as<bool>() == true);
+  // NoisyStatelessCartPole too (its filter needs the push), not the noiseless one.
+  const YAML::Node noisy = mambarl::resolved_env_config(env_of("env: {type: noisy_stateless_cartpole}", {}));
+  BOOST_TEST(noisy["prev_action"].as<bool>() == true);
+  const YAML::Node stateless = mambarl::resolved_env_config(env_of("env: {type: stateless_cartpole}", {}));
+  BOOST_TEST(stateless["prev_action"].as<bool>() == false);
   // A key of another type is refused as when the envs are built.
   BOOST_TEST(error_of([&] {
                mambarl::resolved_env_config(env_of("env: {type: cartpole, length: 5}", {}));
