@@ -49,21 +49,29 @@ BOOST_AUTO_TEST_CASE(stateless_cartpole_needs_memory) { check_beats_mlp("statele
 // chance (-0.5). Measured (seed 1): mamba1 1.0, mamba3 0.987, mlp -0.49.
 BOOST_AUTO_TEST_CASE(repeat_previous_needs_memory) { check_beats_mlp("repeat_previous", 0.8, 1.0); }
 
+// Both Mamba blocks, each trained from `<config_prefix><block>` with the
+// overrides, must reach min_return (the run's files go to out_dir(name_block)).
+void check_both_mamba_blocks_reach(const std::string& name, const std::string& config_prefix,
+                                   const std::vector<std::string>& overrides, double min_return) {
+  for (const char* block : {"mamba1", "mamba3"}) {
+    const auto dir = out_dir(name + "_" + block);
+    const TrainSummary s = train(config_prefix + block, dir, overrides);
+    fs::remove_all(dir);
+    BOOST_TEST_MESSAGE(name << " " << block << ": " << s.mean_return << " in " << s.wall_s << " s");
+    BOOST_CHECK_MESSAGE(s.mean_return >= min_return, name << " with " << block << ": mean return "
+                                                          << s.mean_return << " < " << min_return);
+  }
+}
+
 // POPGym NoisyPositionOnlyCartPole (Easy) with the previous action shown, its
 // default: the stateless_cartpole configs at 1M env-steps. Measured (seeds
 // 1-3): mamba1 0.88-0.91, mamba3 0.84-0.91; without the previous action both
 // stay near 0.6 (RESULTS.md, "Noisy positions need the push").
 BOOST_AUTO_TEST_CASE(noisy_stateless_cartpole_is_filtered_with_the_previous_action) {
-  for (const char* block : {"mamba1", "mamba3"}) {
-    const auto dir = out_dir(std::string("noisy_stateless_cartpole_") + block);
-    const TrainSummary s = train(std::string("stateless_cartpole_") + block, dir,
-                                 {"env.type=noisy_stateless_cartpole", "algo.total_env_steps=1000000",
-                                  "runtime.checkpoint_every=0"});
-    fs::remove_all(dir);
-    BOOST_TEST_MESSAGE("noisy_stateless_cartpole " << block << ": " << s.mean_return << " in " << s.wall_s << " s");
-    BOOST_CHECK_MESSAGE(s.mean_return >= 0.8, "noisy_stateless_cartpole with " << block << ": mean return "
-                                                                                << s.mean_return << " < 0.8");
-  }
+  check_both_mamba_blocks_reach(
+      "noisy_stateless_cartpole", "stateless_cartpole_",
+      {"env.type=noisy_stateless_cartpole", "algo.total_env_steps=1000000", "runtime.checkpoint_every=0"},
+      0.8);
 }
 
 // T-maze of corridor length 40 (the cue must be kept for 41 steps) with the
@@ -72,14 +80,7 @@ BOOST_AUTO_TEST_CASE(noisy_stateless_cartpole_is_filtered_with_the_previous_acti
 // memory"; with both, seeds 1-9 reached 1.0 with each block, against 8 of 9
 // with scaling on). The memoryless floor is 0.
 BOOST_AUTO_TEST_CASE(tmaze_length_40_is_solved_by_both_mamba_blocks) {
-  for (const char* block : {"mamba1", "mamba3"}) {
-    const auto dir = out_dir(std::string("tmaze40_") + block);
-    const TrainSummary s = train(std::string("tmaze40_") + block, dir, {"runtime.checkpoint_every=0"});
-    fs::remove_all(dir);
-    BOOST_TEST_MESSAGE("tmaze 40 " << block << ": " << s.mean_return << " in " << s.wall_s << " s");
-    BOOST_CHECK_MESSAGE(s.mean_return >= 0.9, "tmaze 40 with " << block << ": mean return " << s.mean_return
-                                                                 << " < 0.9");
-  }
+  check_both_mamba_blocks_reach("tmaze40", "tmaze40_", {"runtime.checkpoint_every=0"}, 0.9);
 }
 
 BOOST_AUTO_TEST_CASE(same_seed_gives_the_same_run) {
